@@ -1365,6 +1365,34 @@ function M.fuse_wgrad_accumulation(nodes)
   end
 end
 
+--- The loss under mixed precision (precision "amp", training): every convention runs cross-entropy in fp32 —
+--- torch.autocast has cross_entropy / log_softmax / nll_loss on its fp32 list (it casts 16-bit logits to fp32 first),
+--- Transformer Engine's fp8 runs sit inside it, Megatron-LM's vocab-parallel cross-entropy calls .float(). Each
+--- cross_entropy node still in a 2- or 1-byte dtype (BERT's losses: BertForPreTraining calls CrossEntropyLoss on its
+--- bf16 scores; a model function's) gets that cast as a node of its own before it (`<name>.to_fp32`, ops/cast.lua:
+--- reads the logits' dtype, writes fp32; backward the cast back) and runs in fp32 (attrs.from: the logits' dtype,
+--- ops/cross_entropy.lua). A loss already in fp32 is left alone: the causal-LM loss of a 16-bit graph, whose cast is
+--- HF's own logits.float() (neusight.nodes.causal_lm_loss), so no cast is counted twice. Precision pure keeps BERT's
+--- loss in the dtype, as HF runs it without autocast. Returns the node list (a new one when a cast was inserted).
+---@param nodes table the training graph (defaults filled)
+function M.autocast_loss(nodes)
+  local out, changed = {}, false
+  for _, n in ipairs(nodes) do
+    if n.op == "cross_entropy" and K.dtype_bytes(n.dtype) < 4 and type(n.inputs) == "table"
+        and type(n.inputs[1]) == "table" then
+      local logits = n.inputs[1]
+      out[#out + 1] = { op = "cast", name = n.name .. ".to_fp32", layer = n.layer, count = n.count, dtype = "fp32",
+                        inputs = { logits }, output = logits, params = 0,
+                        attrs = { from = n.dtype, note = "torch.autocast's cast of the loss's logits to fp32" } }
+      set_attr(n, "from", n.dtype)
+      n.dtype = "fp32"
+      changed = true
+    end
+    out[#out + 1] = n
+  end
+  return changed and out or nodes
+end
+
 --- The gradients' dtype under torch.autocast (precision "amp", autocast or transformer_engine convention): the
 --- parameters are fp32, so are their .grad buffers, and each microbatch's gradient (the 16-bit GEMM's, cast back by
 --- ToCopyBackward) is added into them in fp32 — the accumulate() kernels move 3 × 4 bytes per element, not the compute
@@ -1516,6 +1544,7 @@ local function graph_of(w, gpu)
     end
   end
   fill_defaults(nodes, w)
+  if training and w.precision == "amp" then nodes = M.autocast_loss(nodes) end
   if training and opts.megatron then M.fuse_wgrad_accumulation(nodes) end
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end

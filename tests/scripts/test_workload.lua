@@ -200,6 +200,64 @@ function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
   eq(tied.attrs.grad_dtype, "fp32", "the tied lm_head's gradient dtype")
 end
 
+-- Cross-entropy in a 16-bit training run computes in fp32, as HF (logits.float() in its causal-LM loss), torch.autocast
+-- (cross_entropy on its fp32 list) and Megatron-LM (.float() in its vocab-parallel loss) run it: its kernels move fp32
+-- bytes, after one cast of the logits to fp32 (reads 2 B, writes 4 B per element; the cast back in backward), never
+-- two. It was priced at the compute dtype's bytes beside saves() of fp32 log-probabilities.
+function T.test_loss_runs_in_fp32_after_one_upcast()
+  local function loss_nodes(changes)
+    local out, casts = {}, 0
+    for _, n in ipairs(workload.build(spec(changes)).nodes) do
+      if n.name:sub(1, 4) == "loss" and n.op ~= "all_reduce" then
+        out[#out + 1] = n
+        if n.op == "cast" then casts = casts + 1 end
+      end
+    end
+    return out, casts
+  end
+  local function bytes(n, phase)
+    local sum = 0
+    for _, k in ipairs(load_op(n.op)[phase](make_node(n))) do sum = sum + k.bytes end
+    return sum
+  end
+  local fp32 = loss_nodes { dtype = "fp32", optimizer = "none" }
+  eq(#fp32, 2, "fp32: the shift copy and the loss")
+  eq(fp32[1].op, "contiguous", "fp32: no cast, the shift copy")
+  local T_, V = 4 * 1023, 50257
+  -- (Megatron's kernels build the same loss: neusight.nodes.causal_lm_loss)
+  for _, case in ipairs { { dtype = "bf16", precision = "amp" }, { dtype = "bf16", precision = "pure" },
+                          { dtype = "fp16", precision = "amp" } } do
+    case.optimizer = "none"
+    local what = case.dtype .. " " .. case.precision
+    local nodes, casts = loss_nodes(case)
+    eq(casts, 1, what .. ": one cast of the logits (HF's .float()), not a second for autocast")
+    eq(#nodes, 2, what .. ": the cast and the loss")
+    local cast, loss = nodes[1], nodes[2]
+    eq(cast.op, "cast", what .. ": the upcast")
+    eq(cast.dtype, "fp32", what .. ": to fp32")
+    eq(cast.attrs.from, case.dtype, what .. ": from the logits' dtype")
+    eq(bytes(cast, "forward"), T_ * V * (2 + 4), what .. ": the cast reads 16-bit, writes fp32")
+    eq(bytes(cast, "backward"), T_ * V * (4 + 2), what .. ": and casts the gradient back")
+    eq(loss.dtype, "fp32", what .. ": the loss computes in fp32")
+    eq(loss.attrs.from, case.dtype, what .. ": its logits' dtype")
+    eq(bytes(loss, "forward"), bytes(fp32[2], "forward"), what .. ": forward moves fp32 bytes")
+    eq(bytes(loss, "backward"), bytes(fp32[2], "backward"), what .. ": backward moves fp32 bytes")
+  end
+  -- BERT calls CrossEntropyLoss on its scores without .float(): fp32 under amp (autocast's cast, a node of its own),
+  -- the dtype under pure (no autocast)
+  local function bert(precision)
+    local out = {}
+    for _, n in ipairs(workload.build(spec { model = "bert", seq = 128, dtype = "bf16", precision = precision,
+                                             optimizer = "none" }).nodes) do
+      if n.name:sub(1, 4) == "loss" then out[#out + 1] = n.op .. ":" .. n.name .. ":" .. n.dtype end
+    end
+    return table.concat(out, " ")
+  end
+  eq(bert("amp"), "cast:loss.mlm.to_fp32:fp32 cross_entropy:loss.mlm:fp32 cast:loss.nsp.to_fp32:fp32 "
+    .. "cross_entropy:loss.nsp:fp32", "bert amp: autocast's casts, losses in fp32")
+  eq(bert("pure"), "cross_entropy:loss.mlm:bf16 cross_entropy:loss.nsp:bf16", "bert pure: bf16 losses, no cast")
+end
+
 function T.test_precision_and_optimizer_impl_defaults()
   eq(workload.normalize(spec()).precision, "pure", "fp32 training: pure (amp would be the same thing)")
   eq(workload.normalize(spec { dtype = "bf16" }).precision, "amp", "bf16 training: amp, what people train with")
