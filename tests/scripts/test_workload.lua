@@ -173,7 +173,7 @@ end
 -- Transformer Engine recipe alike) the parameters and their .grad buffers are fp32, so every accumulate() kernel adds
 -- fp32 gradients (the bytes of an fp32 run's), while pure keeps them in the dtype (half of those at bf16). The amp
 -- kernels used to move the compute dtype's bytes beside a state_gb of fp32 gradients (neusight.workload
--- autocast_gradients, attrs.grad_dtype).
+-- gradient_dtypes, attrs.grad_dtype).
 function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
   local function accumulate_bytes(changes)
     local sum = 0
@@ -198,6 +198,35 @@ function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
   end
   assert(tied and tied.params == 0 and tied.attrs.tied, "lm_head is tied")
   eq(tied.attrs.grad_dtype, "fp32", "the tied lm_head's gradient dtype")
+end
+
+-- Megatron-LM's amp (precision convention "megatron"): the linear layers' weight gradients accumulate inside their wgrad
+-- GEMM (no kernel), while its main_grad hooks add each bias's, norm's and embedding's 16-bit param.grad into the fp32
+-- main_grad: 2 (read the bf16 .grad) + 4 + 4 (read and write main_grad) bytes per element. They were priced at the
+-- compute dtype's 3 × 2 (neusight.workload gradient_dtypes, attrs.grad_from, neusight.rules grad_accumulate).
+function T.test_megatron_hooks_add_a_16_bit_grad_into_fp32_main_grad()
+  local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  local function accumulated(changes)
+    changes.optimizer, changes.parallel = "none", { kernels = "megatron" }
+    local elems, bytes, dtypes = 0, 0, {}
+    for _, n in ipairs(workload.build(spec(changes), gpu).nodes) do
+      local rule = load_op(n.op)
+      if n.phase ~= "optimizer" and rule.accumulate then
+        for _, k in ipairs(rule.accumulate(make_node(n))) do
+          elems, bytes = elems + n.count * k.rows * k.hidden, bytes + n.count * k.bytes
+          dtypes[k.dtype] = true
+        end
+      end
+    end
+    assert(elems > 0, "the hooks accumulate")
+    return bytes / elems, dtypes
+  end
+  local per, dtypes = accumulated { dtype = "bf16", precision = "amp" }
+  eq(per, 2 + 4 + 4, "bf16 amp: a bf16 .grad into the fp32 main_grad")
+  assert(dtypes.fp32 and not dtypes.bf16, "the adds run in the fp32 main_grad")
+  eq(accumulated { dtype = "fp8", precision = "amp" }, 2 + 4 + 4, "fp8 amp: bf16 parameters' .grad into fp32 main_grad")
+  eq(accumulated { dtype = "fp16", precision = "amp" }, 3 * 2, "fp16 amp: fp16 main gradients")
+  eq(accumulated { dtype = "bf16", precision = "pure" }, 3 * 2, "bf16 pure: bf16 gradients")
 end
 
 -- Cross-entropy in a 16-bit training run computes in fp32, as HF (logits.float() in its causal-LM loss), torch.autocast
