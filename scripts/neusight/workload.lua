@@ -1358,10 +1358,13 @@ end
 --- node holding parameters gets attrs.wgrad_fused (neusight.rules node_attrs), which the linear rules read (their
 --- weight's VECadd goes; a bias's and a norm's accumulation stay, as Megatron's main_grad hooks add those). The
 --- GEMM's read of the fp32 buffer it adds to is not priced (compute-bound for the weights it applies to). Applied by
---- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron").
+--- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron"). A node sharing another's
+--- weights (attrs.tied: the output layer of tied embeddings, which Megatron-Core runs on the embedding's weight and its
+--- main_grad) is fused too, though it holds no parameters of its own: its wgrad GEMM adds into the shared main_grad.
 function M.fuse_wgrad_accumulation(nodes)
   for _, n in ipairs(nodes) do
-    if n.params > 0 and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
+    local holds = n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)
+    if holds and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
   end
 end
 

@@ -229,6 +229,23 @@ function T.test_megatron_hooks_add_a_16_bit_grad_into_fp32_main_grad()
   eq(accumulated { dtype = "bf16", precision = "pure" }, 3 * 2, "bf16 pure: bf16 gradients")
 end
 
+-- GPT-2's lm_head is tied to wte: under Megatron's kernels its wgrad GEMM accumulates into the embedding weight's
+-- main_grad (gradient-accumulation fusion, as for every linear), so it adds no VECadd(1, V·h) of its own; the
+-- embedding's own hook still adds wte's .grad. The tied node was left out of the fusion (it holds no parameters).
+function T.test_megatron_tied_lm_head_accumulates_inside_its_wgrad_gemm()
+  local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  local by_name = {}
+  for _, n in ipairs(workload.build(spec { dtype = "bf16", optimizer = "none", parallel = { kernels = "megatron" } },
+                                    gpu).nodes) do
+    by_name[n.name] = n
+  end
+  local head, wte = by_name.lm_head, by_name.wte
+  assert(head and head.attrs.tied == "wte" and head.params == 0, "lm_head is tied to wte")
+  eq(head.attrs.wgrad_fused, true, "the tied lm_head's wgrad GEMM accumulates into main_grad")
+  eq(#load_op(head.op).accumulate(make_node(head)), 0, "no accumulate kernel for the tied lm_head")
+  eq(#load_op(wte.op).accumulate(make_node(wte)), 1, "the embedding's hook adds wte's .grad")
+end
+
 -- Cross-entropy in a 16-bit training run computes in fp32, as HF (logits.float() in its causal-LM loss), torch.autocast
 -- (cross_entropy on its fp32 list) and Megatron-LM (.float() in its vocab-parallel loss) run it: its kernels move fp32
 -- bytes, after one cast of the logits to fp32 (reads 2 B, writes 4 B per element; the cast back in backward), never
