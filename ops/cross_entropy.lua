@@ -7,6 +7,12 @@
 --            log_softmax_backward dx = dy − softmax·Σdy, i.e. softmax − one-hot: one binary
 --            elementwise pass over (T, V) reading two tensors and writing one:              VECsub(T, V)
 -- Logits of any rank are accepted: V = last dim, T = numel / V.
+-- Every kernel, the saved log-probabilities and the two (T, V) gradients are in node.dtype, the type the loss computes
+-- in. The stacks run it in fp32 whatever the model's dtype: HF's causal-LM loss upcasts the logits (logits.float() in
+-- ForCausalLMLoss, LlamaForCausalLM / GPT2LMHeadModel), torch.autocast has cross_entropy and log_softmax on its fp32
+-- list, Megatron-LM's vocab-parallel cross-entropy calls .float(). A 16-bit graph then says so: a `cast` node to fp32
+-- before the loss (that upcast's kernel; neusight.nodes.causal_lm_loss, neusight.workload autocast_loss) and this node
+-- in fp32 with attrs.from = the logits' own dtype, which the memory temporary counts them in.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
@@ -18,17 +24,21 @@ end
 return {
   name = "cross_entropy",
   doc = "CE loss on logits (T,V): VECsoftmax(T,V) + MEM((T,),(T,)); bw MEM((T,V)) zero-fill + VECsub(T,V)",
-  -- log_softmax keeps its output for backward, in fp32 (HF upcasts the logits; autocast runs log_softmax in fp32),
-  -- nll_loss the int64 targets
+  attrs = rules.attrs { from = "string: the logits' dtype before their upcast to node.dtype (HF's logits.float(), "
+    .. "autocast's cast to fp32; a cast node before this one moves them): the model's output the memory temporary "
+    .. "counts (default: node.dtype)" },
+  -- log_softmax keeps its output for backward (in the loss's dtype: fp32 where the stack upcasts), nll_loss the int64
+  -- targets
   saves = function(node)
     local T, V = dims(node)
-    return 4 * T * V + K.index_bytes * T
+    return K.dtype_bytes(node.dtype) * T * V + K.index_bytes * T
   end,
-  -- the peak of the step is often here: the logits (kept as the model's output) and, in backward, two fp32 (T, V)
-  -- gradients at once (of the log-probabilities and of the logits); inference: the logits and the log-probabilities
+  -- the peak of the step is often here: the logits (kept as the model's output, in their own dtype) and, in backward,
+  -- two (T, V) gradients at once in the loss's dtype (of the log-probabilities and of the logits); inference: the
+  -- logits and the log-probabilities
   temporary = function(node)
     local T, V = dims(node)
-    return T * V * K.dtype_bytes(node.dtype) + 2 * 4 * T * V
+    return T * V * K.dtype_bytes(node.attrs.from or node.dtype) + 2 * K.dtype_bytes(node.dtype) * T * V
   end,
   forward = function(node)
     local T, V = dims(node)

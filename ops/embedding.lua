@@ -28,6 +28,6 @@ return {
   end,
   accumulate = function(node)
     local V, H = table_dims(node)
-    return { K.vec("add", 1, V * H, rules.grad_dtype(node)) }
+    return { rules.grad_accumulate(node, V * H) }
   end,
 }

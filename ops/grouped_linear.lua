@@ -81,6 +81,6 @@ return {
     -- attrs.wgrad_fused (Megatron kernels): the grouped dW GEMMs accumulated into main_grad themselves
     if node.attrs.wgrad_fused then return {} end
     local _, I, O, E = dims(node)
-    return { K.vec("add", 1, E * I * O, rules.grad_dtype(node)) }
+    return { rules.grad_accumulate(node, E * I * O) }
   end,
 }

@@ -8,5 +8,5 @@ return {
   doc = "parameter leaf: no forward/backward kernels; acc VECadd(1, numel(out))",
   forward = function() return {} end,
   backward = false, -- a leaf: its gradient is only accumulated
-  accumulate = function(node) return { K.vec("add", 1, K.numel(node.output), rules.grad_dtype(node)) } end,
+  accumulate = function(node) return { rules.grad_accumulate(node, K.numel(node.output)) } end,
 }

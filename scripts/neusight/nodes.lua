@@ -103,15 +103,26 @@ end
 
 --- HF's causal-LM loss in training (unless opts.loss == false, or s = 1): logits[..., :-1, :].contiguous()
 --- (a copy), then cross-entropy over b·(s−1) tokens; the labels' shift copies b·(s−1) integers and is left
---- out. With a vocab-parallel head the cross-entropy all-reduces max, sum of exp and target logit (3 values
+--- out. In a 16-bit or fp8 graph (M.upcasts) the loss runs in fp32, as every stack runs it: HF's ForCausalLMLoss
+--- (transformers ≥ 4.46; LlamaForCausalLM's forward before) upcasts the logits with logits.float(), torch.autocast
+--- has cross_entropy on its fp32 list, Megatron-LM's vocab-parallel cross-entropy calls .float(). The one copy is
+--- then that upcast, a cast to fp32 (reads the logits' dtype, writes fp32; its backward the gradient's cast back:
+--- ops/cast.lua), and the cross-entropy node's kernels and tensors are fp32 (attrs.from: the logits' dtype,
+--- ops/cross_entropy.lua) — the copy stands for HF ≥ 4.48's .float() of (b, s, V) and 4.46's .float() then shift
+--- alike. With a vocab-parallel head the cross-entropy all-reduces max, sum of exp and target logit (3 values
 --- per token) forward.
 ---@param g table M.new()
 ---@param V integer vocabulary rows of this rank
 function M.causal_lm_loss(g, b, s, V, opts)
   if not (opts.training and opts.loss ~= false and s > 1) then return end
   local n = b * (s - 1)
-  g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
-  g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
+  if M.upcasts(g) then
+    M.add_as(g, "fp32", "cast", "loss.logits_float", { { b, s - 1, V } }, { b, s - 1, V }, 0, { from = g.dtype })
+    M.add_as(g, "fp32", "cross_entropy", "loss", { { n, V }, { n } }, { 1 }, 0, { from = g.dtype })
+  else
+    g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
+    g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
+  end
   g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
 end
 

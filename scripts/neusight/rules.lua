@@ -41,8 +41,11 @@ M.node_attrs = {
   weight_bytes = "number: bytes per weight under weight-only quantisation (set by the workload's weight_dtype; the "
     .. "model state, and the GEMMs of the linear rules)",
   grad_dtype = "string: the dtype of the node's parameter gradients, which its accumulate() kernels add (set by "
-    .. "neusight.workload in training from the precision recipe: fp32 under amp's autocast convention; default the "
+    .. "neusight.workload in training from the precision recipe: fp32 under amp, main_grad under Megatron's; default the "
     .. "node's dtype; rules.grad_dtype)",
+  grad_from = "string: the dtype of the gradient an accumulate() kernel adds into the grad_dtype buffer, where the "
+    .. "two differ (set by neusight.workload gradient_dtypes: Megatron-LM's main_grad hooks add a bias's, norm's or "
+    .. "embedding's 16-bit param.grad into its fp32 main_grad); default grad_dtype (rules.grad_accumulate)",
 }
 
 --- The dtype of a node's parameter gradients, which its accumulate() kernels read and write: attrs.grad_dtype (the
@@ -52,6 +55,19 @@ M.node_attrs = {
 ---@return string
 function M.grad_dtype(node)
   return node.attrs.grad_dtype or node.dtype
+end
+
+--- The kernel that adds a parameter gradient of `elems` elements into its buffer (the accumulate() of the linear and
+--- norm rules, ops/embedding.lua, ops/grouped_linear.lua, ops/weight.lua: the one source of these bytes): VECadd(1,
+--- elems) in the buffer's dtype (M.grad_dtype), reading the added gradient at attrs.grad_from's element size (default:
+--- the buffer's) and reading and writing the buffer — e(from) + 2·e(grad) bytes per element: 3 × 4 under torch.autocast
+--- (fp32 .grad), 2 + 4 + 4 = 10 under Megatron's bf16 main_grad hooks (a 16-bit .grad into fp32 main_grad), 3 × e in pure.
+---@param node neusight.Node
+---@param elems integer
+function M.grad_accumulate(node, elems)
+  local grad, from = M.grad_dtype(node), node.attrs.grad_from
+  if from == nil or from == grad then return K.vec("add", 1, elems, grad) end
+  return K.vec("add", 1, elems, grad, { bytes_per_elem = K.dtype_bytes(from) + 2 * K.dtype_bytes(grad) })
 end
 
 -- The attrs several rules read, described once: rules.attrs { "no_grad", … } takes these by name.
@@ -471,7 +487,7 @@ function M.norm(spec)
     accumulate = affine > 0 and function(node)
       local hidden = node.output[#node.output]
       local out = {}
-      for i = 1, affine do out[i] = K.vec("add", 1, hidden, M.grad_dtype(node)) end
+      for i = 1, affine do out[i] = M.grad_accumulate(node, hidden) end
       return out
     end or nil,
   }
@@ -588,8 +604,8 @@ function M.linear(spec)
       local _, I, O = dims(node)
       local out = {}
       -- attrs.wgrad_fused: the dW GEMM accumulated W's gradient itself (Megatron's gradient-accumulation fusion)
-      if not node.attrs.wgrad_fused then out[1] = K.vec("add", 1, O * I, M.grad_dtype(node)) end
-      if node.attrs.bias ~= false then out[#out + 1] = K.vec("add", 1, O, M.grad_dtype(node)) end
+      if not node.attrs.wgrad_fused then out[1] = M.grad_accumulate(node, O * I) end
+      if node.attrs.bias ~= false then out[#out + 1] = M.grad_accumulate(node, O) end
       return out
     end,
   }

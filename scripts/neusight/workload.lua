@@ -1358,30 +1358,69 @@ end
 --- node holding parameters gets attrs.wgrad_fused (neusight.rules node_attrs), which the linear rules read (their
 --- weight's VECadd goes; a bias's and a norm's accumulation stay, as Megatron's main_grad hooks add those). The
 --- GEMM's read of the fp32 buffer it adds to is not priced (compute-bound for the weights it applies to). Applied by
---- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron").
+--- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron"). A node sharing another's
+--- weights (attrs.tied: the output layer of tied embeddings, which Megatron-Core runs on the embedding's weight and its
+--- main_grad) is fused too, though it holds no parameters of its own: its wgrad GEMM adds into the shared main_grad.
 function M.fuse_wgrad_accumulation(nodes)
   for _, n in ipairs(nodes) do
-    if n.params > 0 and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
+    local holds = n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)
+    if holds and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
   end
 end
 
---- The gradients' dtype under torch.autocast (precision "amp", autocast or transformer_engine convention): the
---- parameters are fp32, so are their .grad buffers, and each microbatch's gradient (the 16-bit GEMM's, cast back by
---- ToCopyBackward) is added into them in fp32 — the accumulate() kernels move 3 × 4 bytes per element, not the compute
---- dtype's (they moved half that: a silent underestimate of grad_accumulate_ms beside a state_gb of fp32 gradients).
---- Every node holding parameters (or sharing another's: attrs.tied) gets attrs.grad_dtype (neusight.rules grad_dtype). Left alone: precision pure (the
---- gradients are in the compute dtype, as node.dtype says) and Megatron's convention (its weight gradients accumulate
---- inside the wgrad GEMM, attrs.wgrad_fused; the bias, norm and embedding hooks add a 16-bit .grad into the fp32
---- main_grad, 10 bytes per element, still priced at the compute dtype's 3 × e).
+--- The loss under mixed precision (precision "amp", training): every convention runs cross-entropy in fp32 —
+--- torch.autocast has cross_entropy / log_softmax / nll_loss on its fp32 list (it casts 16-bit logits to fp32 first),
+--- Transformer Engine's fp8 runs sit inside it, Megatron-LM's vocab-parallel cross-entropy calls .float(). Each
+--- cross_entropy node still in a 2- or 1-byte dtype (BERT's losses: BertForPreTraining calls CrossEntropyLoss on its
+--- bf16 scores; a model function's) gets that cast as a node of its own before it (`<name>.to_fp32`, ops/cast.lua:
+--- reads the logits' dtype, writes fp32; backward the cast back) and runs in fp32 (attrs.from: the logits' dtype,
+--- ops/cross_entropy.lua). A loss already in fp32 is left alone: the causal-LM loss of a 16-bit graph, whose cast is
+--- HF's own logits.float() (neusight.nodes.causal_lm_loss), so no cast is counted twice. Precision pure keeps BERT's
+--- loss in the dtype, as HF runs it without autocast. Returns the node list (a new one when a cast was inserted).
+---@param nodes table the training graph (defaults filled)
+function M.autocast_loss(nodes)
+  local out, changed = {}, false
+  for _, n in ipairs(nodes) do
+    if n.op == "cross_entropy" and K.dtype_bytes(n.dtype) < 4 and type(n.inputs) == "table"
+        and type(n.inputs[1]) == "table" then
+      local logits = n.inputs[1]
+      out[#out + 1] = { op = "cast", name = n.name .. ".to_fp32", layer = n.layer, count = n.count, dtype = "fp32",
+                        inputs = { logits }, output = logits, params = 0,
+                        attrs = { from = n.dtype, note = "torch.autocast's cast of the loss's logits to fp32" } }
+      set_attr(n, "from", n.dtype)
+      n.dtype = "fp32"
+      changed = true
+    end
+    out[#out + 1] = n
+  end
+  return changed and out or nodes
+end
+
+--- The dtypes the accumulate() kernels add gradients in, by precision recipe (neusight.rules grad_accumulate). Every node
+--- holding parameters (or sharing another's: attrs.tied, which adds into the same buffer) gets them as attrs where they
+--- differ from the node's dtype:
+---   amp, torch.autocast (and fp8's Transformer Engine recipe alike): the parameters are fp32, so are their .grad
+---     buffers, and each microbatch's gradient (the 16-bit GEMM's, cast back by ToCopyBackward) is added into them in
+---     fp32 — attrs.grad_dtype = fp32, 3 × 4 bytes per element (they moved the compute dtype's, half, beside a state_gb
+---     of fp32 gradients).
+---   amp, Megatron-LM (bf16 / fp8 compute): the weight gradients of linear layers accumulate inside their wgrad GEMM
+---     (attrs.wgrad_fused); the bias, norm and embedding hooks add the parameter's 16-bit .grad (the model parameters'
+---     dtype, bf16) into its fp32 main_grad — attrs.grad_dtype = fp32, attrs.grad_from = bf16: 2 + 4 + 4 = 10 bytes
+---     per element (they were priced at the compute dtype's 3 × 2). fp16 keeps fp16 main gradients: 3 × 2, as the node says.
+---   pure: the gradients are in the compute dtype, as node.dtype says: nothing set.
 ---@param nodes table the training graph (defaults filled)
 ---@param recipe table neusight.precision recipe()
-function M.autocast_gradients(nodes, recipe)
-  if recipe.name ~= "amp" or recipe.convention == "megatron" then return end
+function M.gradient_dtypes(nodes, recipe)
+  if recipe.name ~= "amp" then return end
+  local megatron = recipe.convention == "megatron"
   for _, n in ipairs(nodes) do
     -- a tied node (GPT-2's lm_head, attrs.tied) counts no parameters of its own but adds its gradient into the same
-    -- fp32 .grad as the node it shares them with
+    -- buffer as the node it shares them with
     local holds = n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)
-    if holds and n.phase ~= "optimizer" and n.dtype ~= recipe.grad then set_attr(n, "grad_dtype", recipe.grad) end
+    if holds and n.phase ~= "optimizer" then
+      if n.dtype ~= recipe.grad then set_attr(n, "grad_dtype", recipe.grad) end
+      if megatron and recipe.param ~= recipe.grad then set_attr(n, "grad_from", recipe.param) end
+    end
   end
 end
 
@@ -1516,6 +1555,7 @@ local function graph_of(w, gpu)
     end
   end
   fill_defaults(nodes, w)
+  if training and w.precision == "amp" then nodes = M.autocast_loss(nodes) end
   if training and opts.megatron then M.fuse_wgrad_accumulation(nodes) end
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
@@ -1741,7 +1781,7 @@ function M.build(spec, gpu)
   end
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
-  if training then M.autocast_gradients(nodes, recipe) end
+  if training then M.gradient_dtypes(nodes, recipe) end
   -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
   -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
   -- training the optimizer step's tensor says so below, as it did.

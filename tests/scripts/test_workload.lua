@@ -173,7 +173,7 @@ end
 -- Transformer Engine recipe alike) the parameters and their .grad buffers are fp32, so every accumulate() kernel adds
 -- fp32 gradients (the bytes of an fp32 run's), while pure keeps them in the dtype (half of those at bf16). The amp
 -- kernels used to move the compute dtype's bytes beside a state_gb of fp32 gradients (neusight.workload
--- autocast_gradients, attrs.grad_dtype).
+-- gradient_dtypes, attrs.grad_dtype).
 function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
   local function accumulate_bytes(changes)
     local sum = 0
@@ -198,6 +198,110 @@ function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
   end
   assert(tied and tied.params == 0 and tied.attrs.tied, "lm_head is tied")
   eq(tied.attrs.grad_dtype, "fp32", "the tied lm_head's gradient dtype")
+end
+
+-- Megatron-LM's amp (precision convention "megatron"): the linear layers' weight gradients accumulate inside their wgrad
+-- GEMM (no kernel), while its main_grad hooks add each bias's, norm's and embedding's 16-bit param.grad into the fp32
+-- main_grad: 2 (read the bf16 .grad) + 4 + 4 (read and write main_grad) bytes per element. They were priced at the
+-- compute dtype's 3 × 2 (neusight.workload gradient_dtypes, attrs.grad_from, neusight.rules grad_accumulate).
+function T.test_megatron_hooks_add_a_16_bit_grad_into_fp32_main_grad()
+  local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  local function accumulated(changes)
+    changes.optimizer, changes.parallel = "none", { kernels = "megatron" }
+    local elems, bytes, dtypes = 0, 0, {}
+    for _, n in ipairs(workload.build(spec(changes), gpu).nodes) do
+      local rule = load_op(n.op)
+      if n.phase ~= "optimizer" and rule.accumulate then
+        for _, k in ipairs(rule.accumulate(make_node(n))) do
+          elems, bytes = elems + n.count * k.rows * k.hidden, bytes + n.count * k.bytes
+          dtypes[k.dtype] = true
+        end
+      end
+    end
+    assert(elems > 0, "the hooks accumulate")
+    return bytes / elems, dtypes
+  end
+  local per, dtypes = accumulated { dtype = "bf16", precision = "amp" }
+  eq(per, 2 + 4 + 4, "bf16 amp: a bf16 .grad into the fp32 main_grad")
+  assert(dtypes.fp32 and not dtypes.bf16, "the adds run in the fp32 main_grad")
+  eq(accumulated { dtype = "fp8", precision = "amp" }, 2 + 4 + 4, "fp8 amp: bf16 parameters' .grad into fp32 main_grad")
+  eq(accumulated { dtype = "fp16", precision = "amp" }, 3 * 2, "fp16 amp: fp16 main gradients")
+  eq(accumulated { dtype = "bf16", precision = "pure" }, 3 * 2, "bf16 pure: bf16 gradients")
+end
+
+-- GPT-2's lm_head is tied to wte: under Megatron's kernels its wgrad GEMM accumulates into the embedding weight's
+-- main_grad (gradient-accumulation fusion, as for every linear), so it adds no VECadd(1, V·h) of its own; the
+-- embedding's own hook still adds wte's .grad. The tied node was left out of the fusion (it holds no parameters).
+function T.test_megatron_tied_lm_head_accumulates_inside_its_wgrad_gemm()
+  local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  local by_name = {}
+  for _, n in ipairs(workload.build(spec { dtype = "bf16", optimizer = "none", parallel = { kernels = "megatron" } },
+                                    gpu).nodes) do
+    by_name[n.name] = n
+  end
+  local head, wte = by_name.lm_head, by_name.wte
+  assert(head and head.attrs.tied == "wte" and head.params == 0, "lm_head is tied to wte")
+  eq(head.attrs.wgrad_fused, true, "the tied lm_head's wgrad GEMM accumulates into main_grad")
+  eq(#load_op(head.op).accumulate(make_node(head)), 0, "no accumulate kernel for the tied lm_head")
+  eq(#load_op(wte.op).accumulate(make_node(wte)), 1, "the embedding's hook adds wte's .grad")
+end
+
+-- Cross-entropy in a 16-bit training run computes in fp32, as HF (logits.float() in its causal-LM loss), torch.autocast
+-- (cross_entropy on its fp32 list) and Megatron-LM (.float() in its vocab-parallel loss) run it: its kernels move fp32
+-- bytes, after one cast of the logits to fp32 (reads 2 B, writes 4 B per element; the cast back in backward), never
+-- two. It was priced at the compute dtype's bytes beside saves() of fp32 log-probabilities.
+function T.test_loss_runs_in_fp32_after_one_upcast()
+  local function loss_nodes(changes)
+    local out, casts = {}, 0
+    for _, n in ipairs(workload.build(spec(changes)).nodes) do
+      if n.name:sub(1, 4) == "loss" and n.op ~= "all_reduce" then
+        out[#out + 1] = n
+        if n.op == "cast" then casts = casts + 1 end
+      end
+    end
+    return out, casts
+  end
+  local function bytes(n, phase)
+    local sum = 0
+    for _, k in ipairs(load_op(n.op)[phase](make_node(n))) do sum = sum + k.bytes end
+    return sum
+  end
+  local fp32 = loss_nodes { dtype = "fp32", optimizer = "none" }
+  eq(#fp32, 2, "fp32: the shift copy and the loss")
+  eq(fp32[1].op, "contiguous", "fp32: no cast, the shift copy")
+  local T_, V = 4 * 1023, 50257
+  -- (Megatron's kernels build the same loss: neusight.nodes.causal_lm_loss)
+  for _, case in ipairs { { dtype = "bf16", precision = "amp" }, { dtype = "bf16", precision = "pure" },
+                          { dtype = "fp16", precision = "amp" } } do
+    case.optimizer = "none"
+    local what = case.dtype .. " " .. case.precision
+    local nodes, casts = loss_nodes(case)
+    eq(casts, 1, what .. ": one cast of the logits (HF's .float()), not a second for autocast")
+    eq(#nodes, 2, what .. ": the cast and the loss")
+    local cast, loss = nodes[1], nodes[2]
+    eq(cast.op, "cast", what .. ": the upcast")
+    eq(cast.dtype, "fp32", what .. ": to fp32")
+    eq(cast.attrs.from, case.dtype, what .. ": from the logits' dtype")
+    eq(bytes(cast, "forward"), T_ * V * (2 + 4), what .. ": the cast reads 16-bit, writes fp32")
+    eq(bytes(cast, "backward"), T_ * V * (4 + 2), what .. ": and casts the gradient back")
+    eq(loss.dtype, "fp32", what .. ": the loss computes in fp32")
+    eq(loss.attrs.from, case.dtype, what .. ": its logits' dtype")
+    eq(bytes(loss, "forward"), bytes(fp32[2], "forward"), what .. ": forward moves fp32 bytes")
+    eq(bytes(loss, "backward"), bytes(fp32[2], "backward"), what .. ": backward moves fp32 bytes")
+  end
+  -- BERT calls CrossEntropyLoss on its scores without .float(): fp32 under amp (autocast's cast, a node of its own),
+  -- the dtype under pure (no autocast)
+  local function bert(precision)
+    local out = {}
+    for _, n in ipairs(workload.build(spec { model = "bert", seq = 128, dtype = "bf16", precision = precision,
+                                             optimizer = "none" }).nodes) do
+      if n.name:sub(1, 4) == "loss" then out[#out + 1] = n.op .. ":" .. n.name .. ":" .. n.dtype end
+    end
+    return table.concat(out, " ")
+  end
+  eq(bert("amp"), "cast:loss.mlm.to_fp32:fp32 cross_entropy:loss.mlm:fp32 cast:loss.nsp.to_fp32:fp32 "
+    .. "cross_entropy:loss.nsp:fp32", "bert amp: autocast's casts, losses in fp32")
+  eq(bert("pure"), "cross_entropy:loss.mlm:bf16 cross_entropy:loss.nsp:bf16", "bert pure: bf16 losses, no cast")
 end
 
 function T.test_precision_and_optimizer_impl_defaults()
