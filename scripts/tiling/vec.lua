@@ -11,12 +11,22 @@
 -- doubles per split). For a split tensor select() also returns the most elements one launch takes and that
 -- launch's block (`piece`, `piece_elems`): off the data's split kernels the predictor prices the tensor as that
 -- launch scaled by its elements (engine/core/neusight_predictor.cpp, split_by_piece).
--- Softmax and layernorm launch one block per row: elements per block = hidden.
+-- Softmax and layernorm launch one block per row: elements per block = hidden, up to M.row_max.
+-- Beyond the longest row any of the data measured (M.row_max) a row is priced as ⌈hidden / row_max⌉ tiles of that
+-- longest row: the kernel's time grows linearly with its row length at the utilisation of the longest rows measured.
+-- Physically the same launch (one block per row, looping over the row); as tiles of one whole row the tile model's
+-- inputs left the range it was trained on and its utilisation fell with the row length: an fp32 softmax over a
+-- 128 256-token vocabulary (Llama 3's cross-entropy, 16 384 rows) came out at 14× its roofline on an H100, 36× on an
+-- A100, rising to 44× at 262 144 (tests/scripts/test_tiling.lua). No measured row is longer, so none moves.
 local ceil, floor, type, tostring, error = math.ceil, math.floor, type, tostring, error
 local fmt = string.format
 local kernels = require "neusight.kernels"
 
 local M = {}
+
+-- The longest row the softmax and layer-norm rows of the NeuSight data have (dataset/test/{softmax,ln}.csv: 16 384;
+-- the train/collect grids at most 4 094; dataset_amd no longer), by family.
+M.row_max = { softmax = 16384, layernorm = 16384 }
 
 -- Threads per block × elements per thread of the elementwise kernel, by vendor (gpus/*.toml `vendor`).
 M.block_elems = { nvidia = 128 * 4, amd = 256 * 4 }
@@ -67,7 +77,8 @@ function M.select(k, gpu)
   local family = k.family
   local rows, hidden = check_dim(k, "rows"), check_dim(k, "hidden")
   if family == "softmax" or family == "layernorm" then
-    return { elems = hidden } -- one block per row (the reference's tile = H)
+    -- one block per row (the reference's tile = H); a longer row than any measured as tiles of the longest
+    return { elems = math.min(hidden, M.row_max[family]) }
   end
   if family ~= "elementwise" then
     error(fmt("scripts/tiling/vec.lua: select(): unknown family '%s'", tostring(family)), 2)

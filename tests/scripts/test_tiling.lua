@@ -375,4 +375,41 @@ function T.test_engine_fp32_long_reduction_forecasts_near_the_roofline()
   end
 end
 
+-- Softmax and layer-norm rows longer than any measured (vec.lua M.row_max) are tiles of the longest measured row: the
+-- rule's tile stops growing there, rows within it keep their one-row tile, and the forecast grows linearly with the
+-- row length instead of falling off the tile model's range (a 128 256-wide fp32 softmax was 14x its roofline on an
+-- H100, 36x on an A100).
+function T.test_row_kernels_beyond_the_longest_measured_row()
+  for _, fam in ipairs { "softmax", "layernorm" } do
+    local max = vec.row_max[fam]
+    eq(vec.select({ family = fam, rows = 8, hidden = 1024 }, { vendor = "nvidia" }).elems, 1024, fam .. " short row")
+    eq(vec.select({ family = fam, rows = 8, hidden = max }, { vendor = "nvidia" }).elems, max, fam .. " longest row")
+    eq(vec.select({ family = fam, rows = 8, hidden = 8 * max + 3 }, { vendor = "amd" }).elems, max, fam .. " longer")
+  end
+end
+
+-- ... and priced so: linear in the row length from the longest measured row on, near the roofline.
+function T.test_engine_row_kernels_beyond_the_longest_measured_row_grow_linearly()
+  local ns = require "neusight"
+  local MAX = 16384 -- the longest measured row (vec.lua M.row_max), written out: the test checks the forecast
+  local kernels = require "neusight.kernels"
+  for _, gpu in ipairs { "h100", "a100-pcie-40gb" } do
+    for _, dt in ipairs { "fp32", "bf16" } do
+      local rows, V = 16384, 128256
+      local s = ns.predict({ kernels.softmax(rows, V, dt), kernels.softmax(rows, MAX, dt),
+        kernels.layernorm(rows, V, dt), kernels.layernorm(rows, MAX, dt) }, gpu, "neusight")
+      local roof = ns.predict({ kernels.softmax(rows, V, dt) }, gpu, "roofline")[1]
+      local what = ("%s %s softmax %d x %d: %.4g ms, roofline %.4g ms"):format(gpu, dt, rows, V, s[1] * 1e3, roof * 1e3)
+      eq(s[1] <= 5 * roof, true, what .. " (within 5x of the roofline)")
+      -- about linear in the row length from the longest measured row on: ⌈V / row_max⌉ tiles of it, within 1.5x (the
+      -- tile model sees that many times the waves; the shipped predictor gives 1.02-1.26x on these four; 42x before)
+      local r = V / MAX
+      eq(s[1] <= 1.5 * r * s[2] and s[1] >= r * s[2] / 1.5, true, ("%s; %.4g ms at the longest measured row, x%.2f")
+        :format(what, s[2] * 1e3, r))
+      eq(s[3] <= 1.5 * r * s[4], true, ("%s layernorm %.4g ms, %.4g ms at the longest row"):format(gpu, s[3] * 1e3,
+        s[4] * 1e3))
+    end
+  end
+end
+
 return T
