@@ -791,6 +791,10 @@ std::vector<flag_spec> table_make() {
       .check(positive_integer(flag_int_max));
   flag("-q,--quiet", "No progress bar").on(train, to(&train_flags::quiet));
   flag("--force", "Replace a model already in --out").on(train, to(&train_flags::force));
+  flag("--dry-run",
+       "Read the rows as training would and print the manifest keys they alone decide (min_seconds: the least measured "
+       "latency, tensor-core and attention families); train nothing, write nothing (--out is not touched)")
+      .on(train, to(&train_flags::dry_run));
   flag("--graphs", "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
       .on(eval_models, to(&eval_models_flags::graphs)).type("DIR");
   flag("--calibrate-each",

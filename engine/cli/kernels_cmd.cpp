@@ -11,6 +11,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include "cli/flags.h"
@@ -114,9 +116,9 @@ int train_main(const train_flags& f) {
   if (!fam) throw error("unknown family '" + f.family + "'" + text_did_you_mean(f.family, family_name_list()));
   if (!(f.opts.lr > 0) || !std::isfinite(f.opts.lr) || f.opts.lr > 1)
     throw error("--lr must be a learning rate in (0, 1] (got " + std::to_string(f.opts.lr) + ")");
-  if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
+  if (!f.dry_run && !f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
-  out_dir_check(f.out);
+  if (!f.dry_run) out_dir_check(f.out);
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose));
   const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
@@ -134,12 +136,12 @@ int train_main(const train_flags& f) {
   if (fell_back) std::fprintf(stderr, "neusight: %zu rows have no tile in their kernel name; using the tiling rule\n", fell_back);
 
   // Too few to train at all: said with the files, before the warning below (which speaks of using the weights)
-  if (d.rows.size() < tile_train_rows_needed)
+  if (!f.dry_run && d.rows.size() < tile_train_rows_needed)  // a dry run trains nothing: any rows do
     throw error(files + ": only " + std::to_string(d.rows.size()) + " " + f.family + " rows to train on; training "
                 "needs at least " + std::to_string(tile_train_rows_needed) + " (a validation split and a training set "
                 "beside it), and " + std::to_string(train_rows_min) + " or more for a validation MAPE that means "
                 "something: collect more rows (scripts/collect, grids.py)");
-  if (d.rows.size() < train_rows_min)
+  if (!f.dry_run && d.rows.size() < train_rows_min)
     std::fprintf(stderr,
                  "neusight: warning: only %zu %s rows to train on (fewer than %zu): the validation split is a handful of "
                  "rows, so its MAPE and the epoch it picks are noise, and the model has seen few shapes; collect "
@@ -149,6 +151,25 @@ int train_main(const train_flags& f) {
   samples.reserve(d.rows.size());
   const train_convention& conv = s.training_convention();  // neusight.kernels: what forecasts show the MLP
   for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv), r.latency_ms / 1e3});
+  if (f.dry_run) {
+    // What weights_save would write for the keys the rows alone decide (the manifest's own formatting: toml++), so a
+    // shipped model.toml's line can be checked against the data (weights/min_seconds.sh).
+    std::string names;
+    for (const auto& g : gpus) names += (names.empty() ? "" : ", ") + g;
+    std::printf("%s (%s): %zu rows from %zu GPUs (%s); dry run: nothing trained, nothing written\n", f.family.c_str(),
+                vendor.c_str(), samples.size(), gpus.size(), names.c_str());
+    if (const double least = tile_min_seconds(*fam, samples); least > 0) {
+      toml::table t;
+      t.insert("min_seconds", least);
+      std::ostringstream line;
+      line << t;
+      std::printf("%s\n", line.str().c_str());
+    } else {
+      std::printf("# no min_seconds: the %s family's rows are eager per-op timings (tile_min_seconds)\n",
+                  f.family.c_str());
+    }
+    return 0;
+  }
   if (!f.quiet)
     std::fprintf(stderr, "neusight: training %s (%s) on %zu rows from %zu GPUs, %zu threads\n", f.family.c_str(),
                  vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));

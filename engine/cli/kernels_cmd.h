@@ -14,6 +14,7 @@ struct train_flags {
   train_options opts;
   bool quiet = false;
   bool force = false;   // --force: replace an existing model in --out
+  bool dry_run = false; // --dry-run: read the rows, print what the manifest gets from the data alone, train nothing
   std::string command;  // the command line, recorded in the manifest
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
   std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)

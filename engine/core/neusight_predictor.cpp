@@ -402,7 +402,7 @@ class neusight_predictor final : public predictor {
         tile_features f = batch[fam][r];
         f.compute_seconds = compute_seconds;
         return tile_seconds(f, o->second(0, int(r)), o->second(1, int(r)), o->second(2, int(r)), m.util_floor,
-                            m.quant);
+                            m.quant, m.min_seconds);
       };
       out[i] = seconds(row, tile_compute_seconds(kernels[i].k, gpu));  // this kernel's own FLOPs
       if (auto l = larger.find(fam); l != larger.end())

@@ -214,10 +214,11 @@ double tile_fixed_seconds(const tile_features& f, const quant_stage& q) {
   return q.row_cycles * f.quant_row_seconds + q.bytes_per_element * f.quant_bytes_seconds;
 }
 
-double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor, const quant_stage& q) {
-  return std::max(f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) +
-                      sigmoid(o2) * tile_overhead_max_s * f.overhead_scale + tile_fixed_seconds(f, q),
-                  f.compute_seconds);
+double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor, const quant_stage& q,
+                    double min_seconds) {
+  return std::max({f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) +
+                       sigmoid(o2) * tile_overhead_max_s * f.overhead_scale + tile_fixed_seconds(f, q),
+                   f.compute_seconds, min_seconds});
 }
 
 Eigen::MatrixXf tile_model::outputs(const std::vector<tile_features>& rows) const {
@@ -231,7 +232,7 @@ std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) 
   const Eigen::MatrixXf out = outputs(rows);
   std::vector<double> s(rows.size());
   for (size_t j = 0; j < rows.size(); ++j)
-    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor, quant);
+    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor, quant, min_seconds);
   return s;
 }
 
@@ -279,6 +280,14 @@ double mape_percent(const tile_model& m, const std::vector<const train_sample*>&
 }
 
 }  // namespace
+
+double tile_min_seconds(family fam, const std::vector<train_sample>& samples) {
+  if (!family_transfer_features(fam)) return 0;
+  double least = 0;
+  for (const auto& s : samples)
+    if (s.seconds > 0 && (least == 0 || s.seconds < least)) least = s.seconds;
+  return least;
+}
 
 train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,
                               const std::function<void(const train_progress&)>& progress) {
@@ -399,6 +408,9 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
         lowest = std::min(lowest, t->f.base_seconds / s), any = true;
     if (any) r.model.util_floor = std::clamp(0.5 * lowest, 1e-4, 1.0);
   }
+  // Set after the epochs, as util_floor: the best epoch is chosen without it, so weights trained before it are
+  // reproduced bit for bit.
+  r.model.min_seconds = tile_min_seconds(fam, samples);
   r.val_mape = best_val;
   r.train_mape = mape_percent(r.model, train);
   return r;

@@ -160,9 +160,9 @@ struct quant_stage {
 // The unlearned part of a forecast (0 but for gemm_fp8 kernels with act_quant): the one source of the formula.
 double tile_fixed_seconds(const tile_features& f, const quant_stage& q);
 
-// seconds = max(base / max(util, util_floor) + overhead + fixed, compute_seconds)
+// seconds = max(base / max(util, util_floor) + overhead + fixed, compute_seconds, min_seconds)
 double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4,
-                    const quant_stage& q = {});
+                    const quant_stage& q = {}, double min_seconds = 0);
 
 struct tile_model {
   family fam = family::bmm;
@@ -181,6 +181,11 @@ struct tile_model {
   // gemm_fp8: the activation quantisation stage (tile_fixed_seconds), fitted by tile_model_train; zero for every
   // other family (the manifest's quant_row_cycles and quant_bytes_per_element, required for gemm_fp8).
   quant_stage quant;
+  // The least seconds a kernel of the family takes: the smallest measured latency among the rows it was trained on
+  // (tile_min_seconds; the manifest's optional min_seconds, 0 = none: weights from before it keep their forecasts).
+  // The MLP's learnt launch term holds on the training manifold only: off it (a 1×1×1 bf16 GEMM, a decode attention
+  // over a handful of keys) it answered 0.04–0.9 µs where no kernel the data measured took under 1.5 µs.
+  double min_seconds = 0;
 
   // The MLP's raw outputs (tile_outputs × rows) for each feature row (one Eigen evaluation for all of them).
   Eigen::MatrixXf outputs(const std::vector<tile_features>& rows) const;
@@ -222,6 +227,12 @@ struct train_result {
 // The fewest rows tile_model_train takes: its validation split (val_fraction, at least one row) and a training set
 // beside it. `neusight train` refuses fewer before it starts, naming the files (engine/cli/kernels_cmd.cpp).
 constexpr size_t tile_train_rows_needed = 10;
+
+// The least measured seconds among `samples` (every row read: training and validation split alike, so that no row of
+// the data is below it) for the tensor-core and attention families (family_transfer_features: CUDA-graph timings,
+// in which the shortest kernels are GPU time, not the host's); 0 for the others, whose eager per-op timings carry
+// the host's launch path. tile_model_train sets tile_model::min_seconds to it; `neusight train --dry-run` prints it.
+double tile_min_seconds(family fam, const std::vector<train_sample>& samples);
 
 // Adam on SMAPE of per-wave time, random train/validation split, best-validation checkpoint, early stop.
 // Deterministic for a given seed and thread count.

@@ -103,6 +103,7 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   std::vector<std::string> feats(names.begin(), names.end());
   t.insert("features", to_array(feats));
   if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
+  if (m.min_seconds > 0) t.insert("min_seconds", m.min_seconds);
   if (m.fam == family::gemm_fp8) {  // required for gemm_fp8, even when 0
     t.insert("quant_row_cycles", m.quant.row_cycles);
     t.insert("quant_bytes_per_element", m.quant.bytes_per_element);
@@ -189,7 +190,7 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   const manifest_reader r{t, mpath};
   static const std::set<std::string_view> known = {
       "format_version", "family",     "vendor",           "layers",          "activation",
-      "latency",        "features",   "util_floor",       "quant_row_cycles", "quant_bytes_per_element",
+      "latency",        "features",   "util_floor",       "quant_row_cycles", "quant_bytes_per_element", "min_seconds",
       "weights_file",   "weights_layout", "weights_bytes", "weights_fnv1a64", "training"};
   for (const auto& [key, node] : t)
     if (!known.count(key.str()))
@@ -223,6 +224,15 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     const auto v = uf->value<double>();
     if (!v || !(*v > 0 && *v <= 1)) throw error(mpath + ": 'util_floor' must be a number in (0, 1]");
     m.util_floor = *v;
+  }
+  // The least seconds a kernel of the family takes (tile_model::min_seconds): optional, absent in weights from before
+  // it. A second or more is no launch floor (a typo of units).
+  if (const auto* ms = t.get("min_seconds")) {
+    const auto v = ms->value<double>();
+    if (!v || !(*v > 0 && *v < 1))
+      throw error(r.at(*ms) + ": 'min_seconds' must be a number of seconds in (0, 1) (the least a kernel of the "
+                  "family takes)");
+    m.min_seconds = *v;
   }
   // The activation quantisation stage (tile_model.h quant_stage): required for gemm_fp8 (weights from before it
   // would load with a changed meaning), refused for the other families.

@@ -11,7 +11,9 @@
 -- (vLLM, SGLang, TensorRT-LLM) run decode: the GPU sees the kernels back to back and the host cost is gone.
 --   * Tensor-core GEMMs (gemm_tc16, gemm_fp8) and fused attention were trained on CUDA-graph timings
 --     (AIConfigurator): unchanged. So are fp32 GEMM/BMM, memory kernels (copies, casts, cache writes: priced by
---     the roofline, no floor) and collectives.
+--     the roofline, no floor) and collectives. Those families' least time is their weights' own, in both modes: the
+--     predictor never prices a kernel below min_seconds, the smallest latency measured among the family's training
+--     rows (weights/<vendor>/<family>/model.toml; gemm_tc16 1.50 µs, the B300 row below), whatever the host does.
 --   * A vector kernel (kind elementwise / softmax / layernorm) takes
 --         graph_s = min(eager_s, max(flops / fp32 peak, bytes / (bandwidth_efficiency × DRAM bandwidth)) + floor_s)
 --     floor_s = 2 µs: a launch inside a graph plus a near-empty kernel. The smallest kernels AIConfigurator measured

@@ -644,3 +644,27 @@ TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
 }
+
+// train --dry-run: the rows read as training reads them, the manifest keys they alone decide printed as weights_save
+// writes them (min_seconds, weights/min_seconds.py checks the shipped ones with it), nothing trained or written.
+TEST_CASE("train --dry-run prints min_seconds over the rows read and writes nothing", "[cli][train]") {
+  temp_dir t;
+  const auto out = t.path / "w";
+  const auto r = run_cli("train --dry-run --family gemm_tc16 --data tests/fixtures/aiconfigurator/gemm.csv --out '" +
+                         out.string() + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("gemm_tc16 (nvidia): 2 rows from 1 GPUs (B200); dry run: nothing trained, nothing written") !=
+        std::string::npos);
+  // the least of the fixture's bf16 rows (0.009677333136399588 ms), as toml++ writes the double
+  const auto line = r.out.find("min_seconds = ");
+  REQUIRE(line != std::string::npos);
+  CHECK(std::stod(r.out.substr(line + 14)) == 0.009677333136399588 / 1e3);
+  CHECK(!std::filesystem::exists(out));
+  // an fp32 family's rows are eager timings: no min_seconds
+  const auto ln = run_cli("train --dry-run --family layernorm --data tests/fixtures/bench/ln_small.csv --out '" +
+                          out.string() + "'");
+  CHECK(ln.code == 0);
+  CHECK(ln.out.find("min_seconds =") == std::string::npos);
+  CHECK(ln.out.find("# no min_seconds") != std::string::npos);
+}

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "core/forecast.h"
@@ -728,4 +729,71 @@ TEST_CASE("a forecast on a GPU beyond the fp32 families' per-SM bandwidth or mem
   CHECK(w.find("18 GB/s of memory bandwidth per SM (the most of their training GPUs: 14.4, A100-PCIE-40GB):") !=
         std::string::npos);
   CHECK(w.find("GB of memory per SM") == std::string::npos);
+}
+
+// The least a tensor-core or attention kernel takes: its family's min_seconds (weights/nvidia/<family>/model.toml,
+// the smallest latency measured among the family's training rows over all its training GPUs; tile_min_seconds). The
+// MLP learnt a launch term on the training manifold, but off it answered below any launch: a bf16 1×1×1 GEMM at
+// 0.04 µs on the B200 and 0.07 µs on the H100, where the smallest GEMM the data measured took 1.50 µs.
+namespace {
+// The shipped weights of a family, with min_seconds as given.
+std::unique_ptr<predictor> family_predictor(forecaster& f, family fam, std::optional<double> min_seconds = {}) {
+  weights_provenance prov;
+  tile_model m = weights_load(ns_test::source_dir / "weights/nvidia" / std::string(family_name(fam)), &prov);
+  if (min_seconds) m.min_seconds = *min_seconds;
+  auto p = neusight_predictor_make("nvidia", m, prov.gpus);
+  p->train_convention_set(f.s.training_convention());
+  return p;
+}
+double family_seconds(forecaster& f, const predictor& p, const kernel& k, const gpu_spec& gpu) {
+  std::vector<kernel_instance> kis = {{0, phase::forward, k}};
+  f.s.tiles_select(kis, gpu);
+  return p.predict(kis, gpu).front();
+}
+}  // namespace
+
+TEST_CASE("tiny tensor-core GEMMs and attention kernels are never forecast below their family's least measured latency") {
+  forecaster f;
+  for (const char* name : {"B200", "H100"}) {
+    const gpu_spec gpu = gpu_named(name);
+    kernel fp8 = gemm_kernel(1, 1, 1, "fp8"), fp8_quant = gemm_kernel(1, 1, 1, "fp8");
+    fp8.bytes = fp8_quant.bytes = 3;
+    fp8_quant.act_quant = "dynamic_tensor";
+    const std::vector<std::pair<std::string, kernel>> ks = {
+        {"bf16 1x1x1 GEMM", gemm_kernel(1, 1, 1, "bf16")},
+        {"bf16 1x8x8 GEMM", gemm_kernel(1, 8, 8, "bf16")},
+        {"fp8 1x1x1 GEMM", fp8},
+        {"fp8 1x1x1 GEMM with activation quantisation", fp8_quant},
+        {"decode attention, batch 1, one head, 1 cached token", decode_kernel(f, 1, 1, 1, 1, 64, gpu)},
+        {"prefill attention, batch 1, one head, 1 token", attention_kernel(f, "sdpa", 1, 1, 1, 1, 64, gpu)}};
+    const auto t = f.seconds([&] {
+      std::vector<kernel> v;
+      for (const auto& [what, k] : ks) v.push_back(k);
+      return v;
+    }(), gpu);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const family fam = *family_of(ks[i].second);
+      const tile_model m = weights_load(ns_test::source_dir / "weights/nvidia" / std::string(family_name(fam)));
+      INFO(name << " " << ks[i].first << " (" << family_name(fam) << "): " << t[i] * 1e6 << " us, least measured "
+                << m.min_seconds * 1e6 << " us");
+      REQUIRE(m.min_seconds > 0);
+      CHECK(t[i] >= m.min_seconds);
+    }
+  }
+}
+
+TEST_CASE("min_seconds binds on a 1x1x1 bf16 GEMM, and leaves a large GEMM unchanged to the last digit") {
+  forecaster f;
+  const auto with = family_predictor(f, family::gemm_tc16), without = family_predictor(f, family::gemm_tc16, 0.0);
+  const double least = weights_load(ns_test::source_dir / "weights/nvidia/gemm_tc16").min_seconds;
+  REQUIRE(least > 0);
+  for (const char* name : {"B200", "H100"}) {
+    const gpu_spec gpu = gpu_named(name);
+    const kernel tiny = gemm_kernel(1, 1, 1, "bf16"), large = gemm_kernel(8192, 8192, 8192, "bf16");
+    const double tiny_without = family_seconds(f, *without, tiny, gpu);
+    INFO(name << ": 1x1x1 bf16 " << tiny_without * 1e6 << " us without the floor, least measured " << least * 1e6);
+    CHECK(tiny_without < least);  // the MLP's answer off its manifold (why the floor exists)
+    CHECK(family_seconds(f, *with, tiny, gpu) == least);
+    CHECK(family_seconds(f, *with, large, gpu) == family_seconds(f, *without, large, gpu));
+  }
 }

@@ -291,3 +291,58 @@ TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[we
                                              ": format_version 9 is not supported (this engine reads 1)");
   }
 }
+
+// min_seconds: the least a kernel of a tensor-core or attention family takes, the smallest latency measured among the
+// rows the family is trained on (train and validation split alike: no row of the data is below it). The fp32 families'
+// rows are eager per-op timings (their least is the host's launch path): they get none.
+TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, written and read back", "[weights]") {
+  const gpu_catalog cat(source_dir / "gpus");
+  session s(session_options{source_dir, {}, {}, {}, {}});
+  const bench_data d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, s.costing(),
+                                  bench_use::train, family::gemm_tc16);
+  REQUIRE(d.rows.size() >= 2);
+  std::vector<kernel_instance> kis;
+  for (const auto& r : d.rows) kis.push_back({0, phase::forward, r.k});
+  s.tiles_select(kis, *d.rows.front().gpu);
+  std::vector<train_sample> samples;
+  double least = 1;
+  // each row five times, the copies slower (at least the tile_model_train's 10 rows), the first copies unchanged
+  for (int copy = 0; copy < 5; ++copy)
+    for (size_t i = 0; i < d.rows.size(); ++i) {
+      const double seconds = d.rows[i].latency_ms / 1e3 * (1 + 0.25 * copy);
+      samples.push_back({tile_features_compute(kis[i].k, *d.rows[i].gpu, s.training_convention()), seconds});
+      least = std::min(least, seconds);
+    }
+  CHECK(tile_min_seconds(family::gemm_tc16, samples) == least);
+  CHECK(tile_min_seconds(family::attention_decode, samples) == least);
+  CHECK(tile_min_seconds(family::linear, samples) == 0);  // eager timings: no such floor
+  CHECK(tile_min_seconds(family::layernorm, fixture_samples()) == 0);
+
+  train_options o;
+  o.hidden = {4};
+  o.max_epochs = 2;
+  const train_result r = tile_model_train(family::gemm_tc16, samples, o, nullptr);
+  CHECK(r.model.min_seconds == least);  // over every row, the validation split's too
+
+  ns_test::temp_dir t;
+  weights_provenance p;
+  p.vendor = "nvidia";
+  weights_save(t.path / "tc", r.model, p);
+  CHECK(weights_load(t.path / "tc").min_seconds == least);  // to the last bit
+  const std::string toml = ns_test::slurp(t.path / "tc/model.toml");
+  CHECK(toml.find("min_seconds = ") != std::string::npos);
+  tile_model none = r.model;
+  none.min_seconds = 0;  // weights from before it: no key, and none read
+  weights_save(t.path / "old", none, p);
+  CHECK(ns_test::slurp(t.path / "old/model.toml").find("min_seconds") == std::string::npos);
+  CHECK(weights_load(t.path / "old").min_seconds == 0);
+  for (const char* bad : {"0.0", "-1e-6", "1.5", "'2us'", "nan"}) {
+    const size_t at = toml.find("min_seconds = ");
+    const size_t end = toml.find('\n', at);
+    std::ofstream(t.path / "tc/model.toml") << toml.substr(0, at) + "min_seconds = " + bad + toml.substr(end);
+    INFO("min_seconds = " << bad);
+    CHECK_THROWS_WITH(weights_load(t.path / "tc"),
+                      Catch::StartsWith((t.path / "tc/model.toml").generic_string() + ":") &&
+                          Catch::Contains(": 'min_seconds' must be a number of seconds in (0, 1)"));
+  }
+}
