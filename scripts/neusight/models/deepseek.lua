@@ -196,7 +196,8 @@ function M.config(cfg)
     "num_experts_per_tok", "moe_layer_freq" }
   if not v2 then required[#required + 1] = "n_shared_experts" end -- V2: None is no shared expert
   if grouped then required[#required + 1] = "n_group"; required[#required + 1] = "topk_group" end
-  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" })
+  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" },
+    cfg)
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
