@@ -15,7 +15,14 @@ local K = require("neusight.kernels")
 M.route = { gemm = "ratio", bmm = "ratio", elementwise = "ratio", softmax = "ratio", layernorm = "ratio",
             memory = "ratio", attention = "ratio", collective = "ratio", none = "keep" }
 
---- Scaled time of one op in one phase.
+-- Ops of the reference's graphs that PyTorch runs without a GPU kernel although the reference decomposition charges
+-- them one, kept as measured like an op without kernels: operator.getitem is, in these FX graphs, a view (basic
+-- slicing, None) or a host-side access to a Python value (size()[i], split()[i]); the reference charges it a MEM copy
+-- (8 bytes for size()[i]), so its family was "memory" and it moved by the bandwidth ratio (V100 → T4: 0.010 →
+-- 0.028 ms). Every getitem of the label traces measures ≤ 0.025 ms forward and nothing in backward: host time.
+M.host_ops = { getitem = true }
+
+--- Scaled time of one op in one phase.--- Scaled time of one op in one phase.
 ---@param op { name: string, op: string, phase: string, family: string, measured_ms: number, from_ms: number, to_ms: number }
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)
@@ -26,8 +33,8 @@ function M.scale(op, from, to)
     error(("neusight.scale route: family '%s' must have the rule \"ratio\" or \"keep\" (got %s)")
       :format(tostring(op.family), rule == nil and "none" or ("'" .. tostring(rule) .. "'")), 0)
   end
-  -- An op without GPU kernels (views, host-side getitem on sizes) costs host time: it does not move.
-  if rule == "keep" or op.from_ms <= 0 then return op.measured_ms end
+  -- An op without GPU kernels (views, host-side getitem on sizes: M.host_ops) costs host time: it does not move.
+  if rule == "keep" or M.host_ops[op.op] or op.from_ms <= 0 then return op.measured_ms end
   return op.measured_ms * op.to_ms / op.from_ms
 end
 

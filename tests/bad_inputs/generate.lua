@@ -763,6 +763,11 @@ for _, f in ipairs { "vocab_size", "n_layer", "n_head", "n_embd", "n_positions" 
   hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer")
   hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)")
 end
+-- a null count is HF's None: it read "(got nil)" (GPT-2, OPT: as omitted) or "(got false)" (the Llama family, DeepSeek),
+-- with no file or line; the message names the null and its line
+hf("vocab_size_null", hf_text { vocab_size = "null" }, "field 'vocab_size' must be a positive integer (got null, a JSON null)", 10)
+hf("llama_vocab_null", '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,\n' ..
+   '  "num_hidden_layers": 2, "vocab_size": null}\n', "field 'vocab_size' must be a positive integer (got null, a JSON null)", 2)
 hf("vocab_size_huge", hf_text { vocab_size = "4611686018427387904" }, "must be a shape of at most 2^48 elements")
 hf("n_embd_huge", hf_text { n_embd = "1099511627776" }, "must be a shape of at most 2^48 elements")
 hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)")

@@ -454,6 +454,35 @@ function T.test_deepseek_v2_parameters()
   eq(ds.top_k(v2) .. "/" .. ds.num_experts(v2), "6/160", "routing")
 end
 
+-- DeepseekV2Config's n_routed_experts defaults to None, and DeepseekV2DecoderLayer builds DeepseekV2MoE only when it is
+-- not None: omitted or null, every layer is a dense DeepseekV2MLP of intermediate_size (it read "(got nil)"). Closed
+-- form: embed + lm_head (untied) + final norm + L × (MLA + 2 norms + SwiGLU 3·h·I).
+function T.test_deepseek_v2_without_routed_experts_is_dense()
+  local v2 = with(TINY, { model_type = "deepseek_v2", rope_interleave = nil, topk_method = "greedy",
+                          n_routed_experts = false, num_experts_per_tok = false, n_group = false, topk_group = false })
+  local c = with(ds.DEFAULTS.deepseek_v3, v2)
+  local h, L, V, nh, I = c.hidden_size, c.num_hidden_layers, c.vocab_size, c.num_attention_heads, c.intermediate_size
+  local qr, kvr, dn, dr, dv = c.q_lora_rank, c.kv_lora_rank, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
+  local mla = h * qr + qr + qr * nh * (dn + dr) + h * (kvr + dr) + kvr + kvr * nh * (dn + dv) + nh * dv * h
+  local want = 2 * V * h + h + L * (mla + 2 * h + 3 * h * I)
+  local nodes = ds.build(v2, { batch = 1, seq = 8, training = true })
+  eq(total_params(nodes), want, "all-dense DeepSeek-V2 parameters")
+  for _, n in ipairs(nodes) do
+    if n.name:match("%.gate$") or (n.attrs and n.attrs.expert) then error("a router or expert node: " .. n.name) end
+  end
+  eq(by_name(nodes)["dense_layers.mlp.gate_proj"].count, L, "every layer dense")
+  eq(ds.active_parameters(v2), want, "every parameter active")
+  eq(ds.num_experts(v2), 1, "no experts for search to spread")
+  -- a config.json without n_routed_experts (DeepseekV2Config's None) and one with it null: the same model
+  local json = { model_type = "deepseek_v2", hidden_size = h, intermediate_size = I, num_attention_heads = nh,
+                 num_key_value_heads = nh, num_hidden_layers = L, vocab_size = V, kv_lora_rank = kvr, q_lora_rank = qr,
+                 qk_rope_head_dim = dr,
+                 qk_nope_head_dim = dn, v_head_dim = dv, moe_intermediate_size = c.moe_intermediate_size }
+  eq(total_params(ds.build(hf.from_config(json, "d.json"), { batch = 1, seq = 8 })), want, "config.json: omitted")
+  eq(total_params(ds.build(hf.from_config(json, "d.json", { n_routed_experts = true }), { batch = 1, seq = 8 })), want,
+    "config.json: null")
+end
+
 function T.test_deepseek_v2_router()
   local function gate_of(cfg)
     local by = by_name(ds.build(cfg, { batch = 2, seq = 8, training = true, dtype = "bf16", attention = "sdpa" }))
@@ -519,8 +548,9 @@ function T.test_errors()
   raises("deepseek model 'tiny': unknown field 'rope_interleave'", ds.build, with(v2, { rope_interleave = true }), o)
   raises("deepseek model 'tiny': topk_method \"noaux_tc\" is not supported (\"greedy\" or \"group_limited_greedy\")",
     ds.build, with(v2, { topk_method = "noaux_tc" }), o)
-  raises("deepseek model 'tiny': field 'n_routed_experts' must be a positive integer (got nil)", ds.build,
-    with(v2, { n_routed_experts = false }), o)
+  raises("deepseek model 'tiny': expert parallelism (ep = 2) needs routed experts, and n_routed_experts is None (null "
+    .. "or omitted in a DeepSeek-V2 config: every layer a dense MLP); use ep = 1", ds.build,
+    with(v2, { n_routed_experts = false }), { batch = 1, seq = 8, ep = 2 })
   raises("deepseek model 'tiny': num_experts_per_tok (9) exceeds n_routed_experts (8)", ds.build,
     with(v2, { num_experts_per_tok = 9 }), o)
   raises("deepseek model 'tiny': n_routed_experts (8) must be a multiple of n_group (3)", ds.build,

@@ -1,6 +1,7 @@
 -- tests/scripts/test_memory.lua — saved tensors from the op rules against closed forms; the memory report's arithmetic.
 local gpt = require "neusight.models.gpt"
 local llama = require "neusight.models.llama"
+local opt = require "neusight.models.opt"
 local memory = require "neusight.memory"
 
 local t = require("neusight.testing").bind(load_op, make_node)
@@ -164,6 +165,31 @@ function T.test_llama_saves_shared_inputs_once()
     if name:match("^layers%.input_layernorm%.") then rms = rms + b end
   end
   eq(rms, 2 * 32 * 64 * 4 + 2 * (2 * 32 * 4) + x, "RMSNorm")
+end
+
+function T.test_opt_fp32_eager_saved_bytes_per_layer_closed_form()
+  -- HF's OPTAttention (eager) in fp32 (e = 4 B), per layer, what autograd keeps (the op list of models/opt.lua):
+  --   self_attn_layer_norm, final_layer_norm   input (2·sbh·e) + fp32 mean and rstd per row (2 · 2·4·sb)
+  --   q_proj, k_proj, v_proj   the one normed x they all read (sbh·e, once); out_proj, fc1 their inputs (2·sbh·e);
+  --                            fc2 its input (f·sb·e); the ReLU its output (f·sb·e)
+  --   scaling (× a Python float) nothing; QKᵀ (bmm) Q and K (2·sbh·e); ·V: V (sbh·e) and the probabilities (a·s²·b·e)
+  --   the mask add nothing; the clamp (torch.max) its scores (a·s²·b·e); softmax its output (a·s²·b·e)
+  --   attention dropout its bool mask (a·s²·b bytes); residual and fc dropouts theirs (2·sbh bytes)
+  -- = 8·sbh·e + 2·f·sb·e + 2·sbh + a·s²·b·(3e + 1) + 16·sb
+  local b, s, h, a, f = 2, 32, 64, 4, 256
+  local cfg = { name = "tiny_opt", num_hidden_layers = 2, hidden_size = h, num_attention_heads = a, ffn_dim = f,
+                vocab_size = 500, max_position_embeddings = 256 }
+  local nodes = opt.build(cfg, { batch = b, seq = s, training = true, dtype = "fp32", attention = "eager" })
+  local by, layer = {}, 0
+  for _, n in ipairs(nodes) do
+    by[n.name] = memory.node_saved(n, load_op(n.op))
+    if n.layer == "layers" then layer = layer + by[n.name] end
+  end
+  local e, sbh, sb, as2b = 4, s * b * h, s * b, a * s * s * b
+  eq(by["layers.self_attn.q_proj"], sbh * e, "q_proj saves the normed x")
+  eq(by["layers.self_attn.k_proj"], 0, "k_proj: q_proj's x")
+  eq(by["layers.self_attn.v_proj"], 0, "v_proj: q_proj's x")
+  eq(layer, 8 * sbh * e + 2 * f * sb * e + 2 * sbh + as2b * (3 * e + 1) + 16 * sb, "fp32 eager OPT layer")
 end
 
 function T.test_rule_without_saves_is_charged_its_output()

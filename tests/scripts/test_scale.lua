@@ -18,6 +18,16 @@ local M = {}
 
 -- Every kernel family of an op has its rule in S.route: a family without one, or a misspelt rule, is an error (both
 -- were taken as "ratio", silently).
+-- The reference charges getitem (a view or size()[i] in PyTorch: no GPU kernel) a MEM copy: it was scaled by the
+-- bandwidth ratio as a "memory" op; it is host time, kept as measured.
+function M.test_scale_keeps_host_side_getitem()
+  local item = { name = "getitem", op = "getitem", phase = "forward", family = "memory", measured_ms = 0.010,
+                 from_ms = 8.9e-6, to_ms = 2.5e-5 }
+  eq(S.scale(item), 0.010, "getitem: kept as measured")
+  item.op = "VECadd"
+  eq(S.scale(item), 0.010 * 2.5e-5 / 8.9e-6, "a real memory kernel: the ratio")
+end
+
 function M.test_scale_route_has_every_family()
   local one = { name = "x", op = "x", phase = "forward", measured_ms = 2, from_ms = 1, to_ms = 3 }
   for _, f in ipairs { "gemm", "bmm", "elementwise", "softmax", "layernorm", "memory", "attention", "collective" } do

@@ -47,21 +47,28 @@ function M.divisible(who, cfg, a, va, b, vb, tail)
 end
 
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
---- float back as the integer it equals. Keys listed in `optional` may also be nil.
-function M.counts(who, cfg, required, optional)
+--- float back as the integer it equals. Keys listed in `optional` may also be nil. `from`: the config as given, when
+--- `cfg` is a builder's copy of it (default cfg): a field that was null in its config.json (neusight.models.hf
+--- config_null) reads "(got null, a JSON null)" after the file and the key's line, not the false or nil it became.
+function M.counts(who, cfg, required, optional, from)
+  local function bad(key)
+    local path, null_key, line = require("neusight.models.hf").config_null(from or cfg, key)
+    if null_key then
+      local named = null_key ~= key and (" (key '%s')"):format(null_key) or ""
+      error(("%s%s: %s: field '%s'%s must be a positive integer (got null, a JSON null)")
+        :format(path, line and ":" .. line or "", who, key, named), 0)
+    end
+    error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
+  end
   for _, key in ipairs(required) do
     local n = count_of(cfg[key])
-    if not n then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
-    end
+    if not n then bad(key) end
     cfg[key] = n
   end
   for _, key in ipairs(optional or {}) do
     if cfg[key] ~= nil then
       local n = count_of(cfg[key])
-      if not n then
-        error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
-      end
+      if not n then bad(key) end
       cfg[key] = n
     end
   end

@@ -91,7 +91,11 @@
 --   index_add_) where V2's code sorts the token-expert pairs (moe_infer: scatter_, argsort, one gather, the experts on
 --   contiguous slices, an index_put and a weighted sum over k; in training repeat_interleave and masked assignment):
 --   the same rows and GEMMs per expert, other gather/scatter kernels. V2's sequence-level auxiliary loss
---   (aux_loss_alpha, seq_aux; training only) is left out.
+--   (aux_loss_alpha, seq_aux; training only) is left out. n_routed_experts None (DeepseekV2Config's default, null or
+--   omitted in a config.json): DeepseekV2DecoderLayer builds DeepseekV2MoE only where `config.n_routed_experts is not
+--   None and layer_idx >= first_k_dense_replace and layer_idx % moe_layer_freq == 0`, so every layer is a dense
+--   DeepseekV2MLP of intermediate_size (no router, no experts; num_experts_per_tok, n_group and topk_group unread;
+--   expert parallelism has nothing to spread: an error).
 -- Left out (as in llama.lua / moe.lua): the rotary tables, the causal-mask construction, the host synchronisations of
 --   torch.where, the backward of k_rot.expand (a sum over the heads of (b, heads, s, qk_rope_head_dim) gradients), the
 --   torch.where of experts that get no token (a read of the (n, k) mask each), the fp8 block-quantised weights of the
@@ -117,8 +121,9 @@ M.rotary_positions = true -- beyond max_position_embeddings: a warning (llama.lu
 --- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).
 --- num_key_value_heads defaults to num_attention_heads. deepseek_v3: transformers' DeepseekV3Config (DeepSeek-V3's
 --- shape). deepseek_v2: DeepSeek's DeepseekV2Config (configuration_deepseek.py of the published checkpoints), whose
---- n_routed_experts and num_experts_per_tok have no default (None: a config must give them), n_shared_experts,
---- n_group and topk_group default to None (no shared experts; groups only for group_limited_greedy).
+--- n_routed_experts and num_experts_per_tok default to None (n_routed_experts None: an all-dense model, see the header;
+--- otherwise a config must give num_experts_per_tok), n_shared_experts, n_group and topk_group default to None (no
+--- shared experts; groups only for group_limited_greedy).
 --- max_position_embeddings shapes no kernel: neusight/models/hf.lua's value for a config.json that omits it (llama.lua).
 M.DEFAULTS = {
   deepseek_v3 = { vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
@@ -190,13 +195,19 @@ function M.config(cfg)
   if v2 and method ~= "greedy" and method ~= "group_limited_greedy" then
     error(("%s: topk_method %s is not supported (\"greedy\" or \"group_limited_greedy\")"):format(who, show(method)), 0)
   end
-  local grouped = method ~= "greedy"
+  -- DeepSeek-V2 with n_routed_experts None: every layer dense (the header); the routing fields are then unread
+  local all_dense = v2 and c.n_routed_experts == nil
+  local grouped = method ~= "greedy" and not all_dense
   local required = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
-    "num_attention_heads", "n_routed_experts", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim",
-    "num_experts_per_tok", "moe_layer_freq" }
+    "num_attention_heads", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "moe_layer_freq" }
+  if not all_dense then
+    required[#required + 1] = "n_routed_experts"
+    required[#required + 1] = "num_experts_per_tok"
+  end
   if not v2 then required[#required + 1] = "n_shared_experts" end -- V2: None is no shared expert
   if grouped then required[#required + 1] = "n_group"; required[#required + 1] = "topk_group" end
-  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" })
+  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" },
+    cfg)
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
@@ -238,7 +249,7 @@ function M.config(cfg)
       error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
         TG * (E // G), TG), 0)
     end
-  elseif k > E then
+  elseif not all_dense and k > E then
     error(("%s: num_experts_per_tok (%d) exceeds n_routed_experts (%d)"):format(who, k, E), 0)
   end
   local L = c.num_hidden_layers
@@ -250,8 +261,8 @@ function M.config(cfg)
     interleave = c.rope_interleave, p_drop = p, first_dense = fk, freq = c.moe_layer_freq,
   }
   r.dqk = r.dn + r.dr
-  --- Whether layer i (0-based) is a MoE layer.
-  function r.sparse(i) return i >= fk and i % r.freq == 0 end
+  --- Whether layer i (0-based) is a MoE layer (none without routed experts: DeepseekV2DecoderLayer's condition).
+  function r.sparse(i) return E ~= nil and i >= fk and i % r.freq == 0 end
   return r
 end
 
@@ -268,6 +279,10 @@ function M.graph(r, opts)
   local P = require "neusight.parallel"
   local moe_lib = require("neusight.models.moe")
   local serve = N.serving(opts, who)
+  if not r.E and (opts.ep or 1) > 1 then
+    error(("%s: expert parallelism (ep = %d) needs routed experts, and n_routed_experts is None (null or omitted in "
+      .. "a DeepSeek-V2 config: every layer a dense MLP); use ep = 1"):format(who, opts.ep), 0)
+  end
   local grouped = moe_lib.implementation(opts, who) == "grouped"
   local decode = serve ~= nil and serve.phase == "decode"
   checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
@@ -511,8 +526,9 @@ function M.graph(r, opts)
   return nodes
 end
 
---- The routed experts per MoE layer (n_routed_experts): `neusight search` tries every ep that divides it.
-function M.num_experts(cfg) return M.config(cfg).E end
+--- The routed experts per MoE layer (n_routed_experts; 1 for a DeepSeek-V2 without them, every layer dense):
+--- `neusight search` tries every ep that divides it.
+function M.num_experts(cfg) return M.config(cfg).E or 1 end
 
 --- The routed experts a token is sent to per MoE layer (num_experts_per_tok; the shared experts are not routed).
 function M.top_k(cfg) return M.config(cfg).k end
@@ -521,7 +537,8 @@ function M.top_k(cfg) return M.config(cfg).k end
 --- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).
 function M.active_parameters(cfg)
   local r = M.config(cfg)
-  return require("neusight.models.moe").active_of(M.build(cfg, { batch = 1, seq = 1 }), r.k, r.E)
+  -- (without routed experts, every parameter: the graph has no expert nodes, and 1 of 1 leaves the total)
+  return require("neusight.models.moe").active_of(M.build(cfg, { batch = 1, seq = 1 }), r.k or 1, r.E or 1)
 end
 
 return M

@@ -117,7 +117,8 @@ M.quantization_note = quantization_note
 -- What each config table M.from_config made does not read of its file (quantization_note), by table (weak keys).
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 -- Where each config table M.from_config made came from, by table (weak keys): { path, key = { field → the file's key
--- it was taken from }, lines = { key → line } } (M.config_key).
+-- it was taken from }, null = { field → the file's key that was null }, lines = { key → line } } (M.config_key,
+-- M.config_null).
 local CONFIG_SOURCE = setmetatable({}, { __mode = "k" })
 
 --- Where builder field `field` of config table `cfg` stands in its config.json: the file (as the user named it), the
@@ -132,6 +133,20 @@ function M.config_key(cfg, field)
   if not src then return nil end
   local key = src.key[field]
   return src.path, key, key and src.lines[key] or nil
+end
+
+--- Where builder field `field` of config table `cfg` was null in its config.json (HF's None, read as false or as
+--- omitted: the top of this file): the file, the null key and its line (nil where the text gives none); nil when the
+--- field was not null there, or for a table M.from_config did not make. A builder's message then says null, not the
+--- false or nil it reads (neusight.models.check counts).
+---@return string? path
+---@return string? key
+---@return integer? line
+function M.config_null(cfg, field)
+  local src = CONFIG_SOURCE[cfg]
+  local key = src and src.null[field]
+  if not key then return nil end
+  return src.path, key, src.lines[key]
 end
 
 --- The warnings of a config table M.from_config made (its quantization_config: quantization_note), in a new array;
@@ -396,7 +411,7 @@ function M.from_config(t, path, nulls, lines)
     error(("%s: %s%s; supported: %s"):format(path, what, M.type_hint(t), table.concat(M.supported(), ", ")), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
-  local source = { path = path, key = {}, lines = type(lines) == "table" and lines or {} }
+  local source = { path = path, key = {}, null = {}, lines = type(lines) == "table" and lines or {} }
   CONFIG_SOURCE[cfg] = source -- M.config_key
   if entry.model_type then cfg.model_type = mt end
   if entry.fields == "all" then
@@ -489,6 +504,7 @@ function M.from_config(t, path, nulls, lines)
         cfg[field], source.key[field] = t[key], key
         break
       elseif nulls and nulls[key] then
+        source.null[field] = key -- M.config_null
         if entry.null_is_omitted and entry.null_is_omitted[field] then break end -- as omitted: `defaults` below
         null = true
         if entry.null_is_false then cfg[field] = false end -- HF's None

@@ -205,7 +205,7 @@ function M.resolve(cfg, family)
     c[k] = v
   end
   checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" },
-    { "num_key_value_heads", "head_dim" })
+    { "num_key_value_heads", "head_dim" }, cfg)
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window" } do
     if c[k] ~= nil and type(c[k]) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)

@@ -166,7 +166,7 @@ function M.config(cfg)
   local mixtral = mt == "mixtral"
   local E_name = mixtral and "num_local_experts" or "num_experts"
   checks.counts(who, c, { E_name, "num_experts_per_tok" }, -- first: it stores whole-number floats as integers
-    { "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step" })
+    { "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step" }, cfg)
   local moe = {
     E = c[E_name], E_name = E_name,
     k = c.num_experts_per_tok, I = mixtral and c.intermediate_size or c.moe_intermediate_size,

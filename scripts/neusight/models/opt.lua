@@ -130,9 +130,10 @@ function M.build(cfg, opts)
   g.megatron = opts.megatron == true -- one q/k/v GEMM (neusight.nodes qkv; the header)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
-  -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`.
-  local function linear(name, x, in_f, out_f, out)
-    add("linear", name, { x }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
+  -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`; `shared`: `x` is the input an earlier linear already
+  -- saves (k_proj and v_proj read q_proj's): saved once (neusight.nodes linear).
+  local function linear(name, x, in_f, out_f, out, shared)
+    N.linear(g, name, x, in_f, out_f, out, bias, shared)
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
   local tp_all_reduce = g.all_reduce
@@ -146,10 +147,11 @@ function M.build(cfg, opts)
   local tokens = { b, s }
   local mask = decode and { b, serve.kv } or tokens -- the attention mask: every cached position in decode
   -- The q, k or v projection `which` ("q", "k", "v") in HF's order: its nn.Linear, or under Megatron's kernels the one
-  -- q/k/v GEMM at q's place (k and v are views of its output: nothing at theirs).
+  -- q/k/v GEMM at q's place (k and v are views of its output: nothing at theirs). k_proj and v_proj read the normed x
+  -- that q_proj saves for backward: autograd keeps that one tensor once.
   local function project(which)
     if not g.megatron then
-      linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl)
+      linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q")
     elseif which == "q" then
       N.qkv(g, "layers.self_attn", x, h, nh, nh, hd, xl, xl, bias)
     end
