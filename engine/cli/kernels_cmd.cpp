@@ -153,7 +153,7 @@ int train_main(const train_flags& f) {
   for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv), r.latency_ms / 1e3});
   if (f.dry_run) {
     // What weights_save would write for the keys the rows alone decide (the manifest's own formatting: toml++), so a
-    // shipped model.toml's line can be checked against the data (weights/min_seconds.sh).
+    // shipped model.toml's line can be checked against the data (weights/min_seconds.py).
     std::string names;
     for (const auto& g : gpus) names += (names.empty() ? "" : ", ") + g;
     std::printf("%s (%s): %zu rows from %zu GPUs (%s); dry run: nothing trained, nothing written\n", f.family.c_str(),

@@ -433,7 +433,7 @@ gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const
   for (const auto& spec : all)
     if (text_lower(fs::path(spec.source).stem().string()) == q) return spec;
   // The GPUs whose name or an alias is `q`: one is the answer; two (a user's file and a bundled one, both answering to
-  // it: load_visible refuses two of one folder) are an error naming both files, never the first of them.
+  // it: visible() refuses two of one folder) are an error naming both files, never the first of them.
   std::vector<std::pair<const gpu_spec*, bool>> exact;  // the GPU, and whether by an alias
   for (const auto& spec : all) {
     bool by_alias = false;

@@ -22,7 +22,7 @@ M.route = { gemm = "ratio", bmm = "ratio", elementwise = "ratio", softmax = "rat
 -- 0.028 ms). Every getitem of the label traces measures ≤ 0.025 ms forward and nothing in backward: host time.
 M.host_ops = { getitem = true }
 
---- Scaled time of one op in one phase.--- Scaled time of one op in one phase.
+--- Scaled time of one op in one phase.
 ---@param op { name: string, op: string, phase: string, family: string, measured_ms: number, from_ms: number, to_ms: number }
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)

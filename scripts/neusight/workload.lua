@@ -1352,6 +1352,13 @@ function M.decode_cache_attrs(nodes)
   end
 end
 
+-- Whether node `n` adds a parameter gradient in backward (M.fuse_wgrad_accumulation, M.gradient_dtypes): it holds
+-- parameters, or shares another node's (attrs.tied: GPT-2's lm_head counts none of its own but adds its gradient into
+-- the buffer of the node it shares them with); the optimizer step adds none.
+local function adds_gradient(n)
+  return (n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)) and n.phase ~= "optimizer"
+end
+
 --- Megatron-LM's gradient-accumulation fusion (--gradient-accumulation-fusion, on by default): a linear layer's
 --- weight-gradient GEMM accumulates straight into the fp32 main_grad buffer (fused_weight_gradient_mlp_cuda's
 --- wgrad_gemm_accum_fp32, beta = 1), so no separate accumulation kernel runs per microbatch for its weight: every
@@ -1363,8 +1370,7 @@ end
 --- main_grad) is fused too, though it holds no parameters of its own: its wgrad GEMM adds into the shared main_grad.
 function M.fuse_wgrad_accumulation(nodes)
   for _, n in ipairs(nodes) do
-    local holds = n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)
-    if holds and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
+    if adds_gradient(n) then set_attr(n, "wgrad_fused", true) end
   end
 end
 
@@ -1414,10 +1420,7 @@ function M.gradient_dtypes(nodes, recipe)
   if recipe.name ~= "amp" then return end
   local megatron = recipe.convention == "megatron"
   for _, n in ipairs(nodes) do
-    -- a tied node (GPT-2's lm_head, attrs.tied) counts no parameters of its own but adds its gradient into the same
-    -- buffer as the node it shares them with
-    local holds = n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)
-    if holds and n.phase ~= "optimizer" then
+    if adds_gradient(n) then
       if n.dtype ~= recipe.grad then set_attr(n, "grad_dtype", recipe.grad) end
       if megatron and recipe.param ~= recipe.grad then set_attr(n, "grad_from", recipe.param) end
     end
