@@ -31,12 +31,15 @@ def main():
     ap.add_argument("--aic", default="../shared/data/aiconfigurator")
     ap.add_argument("--work")
     ap.add_argument("--json", help="write the per-cell shares here")
+    ap.add_argument("--gpus", default=",".join(GPUS), help="comma-separated data folders (default: the six)")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="tc_monotone_")
     hdr = "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency".split(",")
     out = {}
     print("share of neighbouring pairs that drop (> 1.1x), measured / forecast, %: pooled | along m | along K")
-    for gpu in GPUS:
+    for gpu in a.gpus.split(","):
+        if gpu not in GPUS:
+            sys.exit("tc_monotone.py: --gpus: '%s' is not one of the training GPUs' folders (%s)" % (gpu, ", ".join(GPUS)))
         rows = [r for r in csv.DictReader(open(os.path.join(a.aic, gpu, "gemm.csv")))
                 if r["gemm_dtype"] in DTYPES and int(r["m"]) in MS and int(r["n"]) <= LIMIT and int(r["k"]) <= LIMIT]
         t = {}  # (dtype, m, n, k) -> (measured, forecast) ms
