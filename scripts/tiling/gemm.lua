@@ -371,34 +371,12 @@ local TC_REUSE_FULL = 256 * 128 / (256 + 128) -- operand reuse at which a tile r
 
 -- Split-K: when the output tiles cannot fill the SMs, the libraries cut the reduction into slices computed by
 -- separate thread blocks (cuBLAS split-K, CUTLASS/cuBLAS stream-K on sm90+) and reduce the partial tiles.
--- We split as far as the SMs are filled, keeping at least TC_MIN_SLICE reduction elements per slice. (The FP32 rules'
--- split below; the tensor-core rule's own, from its data, is tc_split_k.)
+-- We split as far as the SMs are filled, keeping at least TC_MIN_SLICE reduction elements per slice.
 local TC_MIN_SLICE = 256
 M.tc_min_slice = TC_MIN_SLICE
 local function tc_split(tiles, s)
   if tiles >= s.sm then return 1 end
   return math.max(1, math.min(s.sm // tiles, s.n // TC_MIN_SLICE))
-end
-
--- The tensor-core rule's split-K (tc_select), from the AIConfigurator data (weights/TC_SPLITK_RULE.md): a library
--- splits the reduction K only where it is long. Measured time grows linearly with K, with no step, up to K = 2048 on
--- the datacenter Blackwells (B200 / B300 / GB200 / GB300, bf16, m 32 and 128, out-features 1024 and 4096: B200 m 32 ×
--- 1024 2.84 / 3.56 / 4.30 / 4.92 µs at K 512 / 1024 / 1536 / 2048, then 4.96 at 2560 and a lower slope) and up to
--- K = 1536 on the L40S and RTX PRO 6000 (mma.sync kernels: L40S m 32 × 1024 3.89 / 5.80 / 7.82 µs at 512 / 1024 /
--- 1536, 5.83 at 2048; RTX PRO 6000 7.91 -> 5.00). So per tile set the longest unsplit reduction TC_UNSPLIT_K: a GEMM
--- whose output tiles leave SMs idle splits only if K is longer, and then into slices no longer than it, as far as
--- the SMs allow. Splitting every small output down to 256-element slices (the rule before) gave Qwen3-30B-A3B's
--- expert gate (K 2048, split 8) and down projection (K 768, split 3) the same 96 CTAs and features, and forecasts
--- that fell between neighbouring m where the data never does. wgmma (Hopper) has no data (held out): it follows the
--- datacenter Blackwells by lineage, an assumption. fp8 never splits: vLLM's CutlassFP8ScaledMMLinearKernel (the fp8
--- training rows) runs CUTLASS scaled_mm without split-K; its B200 / GB200 m 32 × 1024 rows grow with K without a step.
-local TC_UNSPLIT_K = { mma_sync = 1536, umma = 2048, wgmma = 2048 }
-M.tc_unsplit_k = TC_UNSPLIT_K
-M.tc_never_split = { fp8 = true }
-local function tc_split_k(tiles, s, set, dtype)
-  local longest = TC_UNSPLIT_K[set]
-  if tiles >= s.sm or M.tc_never_split[dtype] or s.n <= longest then return 1 end
-  return math.max(1, math.min(s.sm // tiles, cdiv(s.n, longest)))
 end
 
 -- Architectures without tensor cores: their 16-bit GEMMs are SIMT kernels (Pascal's half2 hgemm), which neither these
@@ -446,7 +424,7 @@ local function tc_select(s, gpu, dtype)
   for _, t in ipairs(TC_TILES[fam.set]) do
     local tm, tn = t[1], t[2]
     local tiles = s.b * cdiv(s.m, tm) * cdiv(s.k, tn)
-    local split = tc_split_k(tiles, s, fam.set, dtype)
+    local split = tc_split(tiles, s)
     local waves = cdiv(tiles * split, s.sm)
     local eff = math.min(1, tm * tn / (tm + tn) / TC_REUSE_FULL)
     local cost = waves * tm * tn * cdiv(s.n, split) / eff
