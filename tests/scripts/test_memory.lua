@@ -363,4 +363,39 @@ function T.test_one_gpu_with_recompute_has_the_largest_batch_as_without()
   assert(o.max_batch > plain.memory.max_batch, ("recompute full %d > none %d"):format(o.max_batch, plain.memory.max_batch))
 end
 
+-- A plain HF forward (mode inference: model(input_ids) under no_grad, scripts/collect/hf_trace.py) keeps every
+-- layer's K and V of its S tokens in the past_key_values it returns (use_cache defaults to True; transformers 5 appends
+-- them by torch.cat, tests/fixtures/traces/hf/mixtral-bf16-inference.json), beside the LM head's logits: the memory
+-- model's kv_cache part (neusight.nodes hf_cache). GPT-2 Large fp32, batch 8 × 1024 on a 40 GB A100: the cache is
+-- 2 · 36 · 8 · 1024 · 1280 · 4 B = 3.02 GB beside 3.10 GB of weights (it read 4.82 GB and a largest batch of 174).
+function T.test_inference_counts_hf_past_key_values()
+  local A100 = { name = "A100-SXM4-40GB", mem_gb = 40 }
+  local function build(w, gpu)
+    gpu = gpu or A100
+    w.batch, w.seq, w.gpu = w.batch or 8, w.seq or 1024, gpu.name
+    return require("neusight.workload").build(w, gpu)
+  end
+  local b = build { model = "gpt2_large", mode = "inference", dtype = "fp32" }
+  local o, cache = b.memory.memory, 2 * 36 * 8 * 1024 * 1280 * 4
+  eq(b.kv_cache_bytes, cache, "GPT-2 Large: 2 · layers · b · s · h · 4 B")
+  near(o.kv_cache_gb, cache / 1e9, "the memory model's KV part")
+  near(o.state_gb + o.activations_gb + o.temporary_gb + o.workspace_gb + o.kv_cache_gb, b.memory.memory_gb, "parts sum")
+  -- the largest batch: the cache grows with the batch as the logits do
+  local per_seq = cache / 8 + o.temporary_gb * 1e9 / 8
+  local fixed = b.memory.memory_gb * 1e9 - 8 * per_seq
+  eq(o.max_batch, math.floor((memory.capacity(40) - fixed) / per_seq + 1e-9), "largest batch that fits")
+  -- GQA: the kv heads (Llama-3-8B, bf16); DeepSeek's HF attention caches every head's K (qk_nope + qk_rope = 192) and
+  -- V (v_head_dim 128), not the latent an MLA-aware server caches
+  eq(build { model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 4096 }.kv_cache_bytes,
+    2 * 32 * 2 * 4096 * 8 * 128 * 2, "Llama-3-8B: 8 kv heads of 128")
+  eq(build { model = "deepseek_v2_lite", mode = "inference", dtype = "bf16", batch = 2, seq = 512 }.kv_cache_bytes,
+    27 * 2 * 512 * 16 * (192 + 128) * 2, "DeepSeek-V2-Lite: per-head K and V")
+  -- none in training (autograd's saved tensors are the activations) nor where no HF forward runs: an encoder, or
+  -- Megatron-LM's kernels (a forward without inference parameters keeps no cache)
+  eq(build { model = "gpt2_large", mode = "train", dtype = "fp32", batch = 1 }.kv_cache_bytes, nil, "training")
+  eq(build { model = "bert", mode = "inference", dtype = "fp32", seq = 512 }.kv_cache_bytes, nil, "an encoder")
+  eq(build({ model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 512,
+              parallel = { kernels = "megatron" } }, H100).kv_cache_bytes, nil, "Megatron-LM's kernels")
+end
+
 return T
