@@ -403,10 +403,11 @@ end
 --- kv_cache_gb and the memory model's kv_cache part. No kernel is added: transformers 5 appends by torch.cat, a copy
 --- (`aten::cat` of [0] and K in tests/fixtures/traces/hf/mixtral-bf16-inference.json), older releases keep the
 --- tensors themselves. Nothing in training, in the serving phases (their own cache writes above) or under
---- Megatron-LM's kernels (opts.megatron: no cache in a forward without inference parameters).
+--- Megatron-LM's kernels (opts.megatron: no cache in a forward without inference parameters), nor for a config.json
+--- that says "use_cache": false (opts.use_cache, neusight.models.hf use_cache).
 --- Counted whole: a peak in an early layer (eager attention's scores) has only the earlier layers' cache beside it.
 function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim)
-  if opts.phase ~= nil or opts.training or opts.megatron then return end
+  if opts.phase ~= nil or opts.training or opts.megatron or opts.use_cache == false then return end
   node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim + (v_head_dim or head_dim))
     * require("neusight.kernels").dtype_bytes(node.dtype)
   node.attrs.kv_cache_tokens = tokens

@@ -1476,6 +1476,9 @@ local function graph_of(w, gpu)
   else
     local cfg = type(model) == "string" and presets[model] or model
     local builder = require("neusight.models." .. cfg.arch)
+    -- a config.json's "use_cache": false: HF's inference forward keeps no past_key_values (neusight.nodes hf_cache)
+    local hf = require "neusight.models.hf"
+    if type(hf.use_cache) == "function" and not hf.use_cache(cfg) then opts.use_cache = false end
     if plan and plan.tp > 1 and not builder.tensor_parallel then
       error(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
         .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)

@@ -396,6 +396,21 @@ function T.test_inference_counts_hf_past_key_values()
   eq(build { model = "bert", mode = "inference", dtype = "fp32", seq = 512 }.kv_cache_bytes, nil, "an encoder")
   eq(build({ model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 512,
               parallel = { kernels = "megatron" } }, H100).kv_cache_bytes, nil, "Megatron-LM's kernels")
+  -- a config.json's use_cache: false keeps none (neusight.models.hf use_cache); true, or the key left out, HF's default
+  local hf = require "neusight.models.hf"
+  local function config(use_cache)
+    return hf.from_config({ model_type = "llama", hidden_size = 256, intermediate_size = 512, num_hidden_layers = 2,
+                            num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 1000,
+                            use_cache = use_cache }, "tiny/config.json")
+  end
+  eq(build { model = config(false), mode = "inference", dtype = "bf16", batch = 2, seq = 64 }.kv_cache_bytes, nil,
+    "use_cache false")
+  for _, u in ipairs { true, nil } do
+    eq(build { model = config(u), mode = "inference", dtype = "bf16", batch = 2, seq = 64 }.kv_cache_bytes,
+      2 * 2 * 2 * 64 * 2 * 64 * 2, "use_cache " .. tostring(u))
+  end
+  eq(build { model = config(false), mode = "decode", dtype = "bf16", batch = 2, seq = 1, context = 63 }.kv_cache_bytes,
+    2 * 2 * 2 * 64 * 2 * 64 * 2, "a serving phase's cache whatever use_cache says")
 end
 
 return T
