@@ -388,6 +388,11 @@ function T.test_inference_counts_hf_past_key_values()
   -- V (v_head_dim 128), not the latent an MLA-aware server caches
   eq(build { model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 4096 }.kv_cache_bytes,
     2 * 32 * 2 * 4096 * 8 * 128 * 2, "Llama-3-8B: 8 kv heads of 128")
+  -- torch.compile-style fusion (neusight.fusion) merges the rotary chain that makes K: the fused node keeps its cache
+  for _, f in ipairs { true, "flash_attention" } do
+    eq(build { model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 4096, fusion = f }
+      .kv_cache_bytes, 2 * 32 * 2 * 4096 * 8 * 128 * 2, "fused: " .. tostring(f))
+  end
   eq(build { model = "deepseek_v2_lite", mode = "inference", dtype = "bf16", batch = 2, seq = 512 }.kv_cache_bytes,
     27 * 2 * 512 * 16 * (192 + 128) * 2, "DeepSeek-V2-Lite: per-head K and V")
   -- none in training (autograd's saved tensors are the activations) nor where no HF forward runs: an encoder, or
