@@ -84,6 +84,17 @@ local function key(shape) return concat(shape, "x") end
 local function same_place(a, b) return a.layer == b.layer and a.count == b.count and a.dtype == b.dtype end
 
 -- Folds the nodes group[1..n] into one fused_elementwise node.
+-- The KV cache a group's members hold (attrs.kv_cache_bytes: neusight.nodes hf_cache, HF's past_key_values of an
+-- inference forward, on the node that makes K), summed: the fused node keeps it for the memory model (nil: none).
+local function cache_of(group)
+  local kv
+  for _, n in ipairs(group) do
+    local b = n.attrs and n.attrs.kv_cache_bytes
+    if type(b) == "number" then kv = (kv or 0) + b end
+  end
+  return kv
+end
+
 local function fuse_group(group)
   local first, last = group[1], group[#group]
   local seen, inputs, names, flops, params = {}, {}, {}, 0, 0
@@ -126,6 +137,7 @@ local function fuse_group(group)
     end
     attrs[k] = v
   end
+  attrs.kv_cache_bytes = cache_of(group)
   return {
     op = "fused_elementwise", name = first.name .. "~" .. last.name, layer = first.layer, count = first.count,
     dtype = first.dtype, inputs = inputs, output = out, params = params, attrs = attrs,
@@ -157,7 +169,7 @@ local function flash_node(nodes, i, j)
   return {
     op = "flash_attention", name = qk.name .. "~" .. pv.name, layer = qk.layer, count = qk.count, dtype = qk.dtype,
     inputs = { qk.inputs[1], qk.inputs[2], pv.inputs[2] }, output = pv.output, params = params,
-    attrs = { fused = concat(names, ",") },
+    attrs = { fused = concat(names, ","), kv_cache_bytes = cache_of({ table.unpack(nodes, i, j) }) },
   }
 end
 

@@ -23,7 +23,8 @@
 --                weight copies (transformer_engine convention; neusight.precision caches_weights). The caching allocator's fragmentation is not modelled.
 --   kv_cache     serving phases (prefill, decode): the KV cache (neusight.nodes.kv_cache_write) of every sequence, all
 --                microbatches' (neusight.workload kv_cache_bytes); a pipeline stage its own layers'
---                (neusight.parallel.timeline).
+--                (neusight.parallel.timeline). Inference with HF's graph: the past_key_values its forward returns
+--                (neusight.nodes hf_cache).
 -- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes. The
 -- datasheets' GB are binary (an "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~7 % between
 -- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's

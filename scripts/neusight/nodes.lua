@@ -394,6 +394,25 @@ function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, win
       kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
 end
 
+--- HF's KV cache in a plain forward pass (mode "inference": model(input_ids) under no_grad, as
+--- scripts/collect/hf_trace.py runs it): use_cache defaults to the config's True, so every layer's K and V of the S
+--- tokens ([b, kv_heads, S, head_dim] each; `v_head_dim` for V where it differs) stay referenced by the returned
+--- past_key_values (a DynamicCache; a (key, value) tuple per layer in older transformers) until the forward returns,
+--- beside the LM head's logits. Set as attrs.kv_cache_bytes (at the dtype of `node`, the one that makes K) of the
+--- layer's node `node`, so that neusight.workload kv_cache_bytes counts it (× the node's layers) into the report's
+--- kv_cache_gb and the memory model's kv_cache part. No kernel is added: transformers 5 appends by torch.cat, a copy
+--- (`aten::cat` of [0] and K in tests/fixtures/traces/hf/mixtral-bf16-inference.json), older releases keep the
+--- tensors themselves. Nothing in training, in the serving phases (their own cache writes above) or under
+--- Megatron-LM's kernels (opts.megatron: no cache in a forward without inference parameters), nor for a config.json
+--- that says "use_cache": false (opts.use_cache, neusight.models.hf use_cache).
+--- Counted whole: a peak in an early layer (eager attention's scores) has only the earlier layers' cache beside it.
+function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim)
+  if opts.phase ~= nil or opts.training or opts.megatron or opts.use_cache == false then return end
+  node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim + (v_head_dim or head_dim))
+    * require("neusight.kernels").dtype_bytes(node.dtype)
+  node.attrs.kv_cache_tokens = tokens
+end
+
 --- The KV-cache write of one layer of multi-head latent attention (DeepSeek's MLA as serving engines cache it: vLLM's
 --- concat_and_cache_mla, SGLang / FlashMLA): per token one compressed latent of `latent` values (kv_lora_rank, after its
 --- RMSNorm) and the rotary key of `rope` values (qk_rope_head_dim, after RoPE, shared by every head) — not per-head K

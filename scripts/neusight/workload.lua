@@ -1476,6 +1476,9 @@ local function graph_of(w, gpu)
   else
     local cfg = type(model) == "string" and presets[model] or model
     local builder = require("neusight.models." .. cfg.arch)
+    -- a config.json's "use_cache": false: HF's inference forward keeps no past_key_values (neusight.nodes hf_cache)
+    local hf = require "neusight.models.hf"
+    if type(hf.use_cache) == "function" and not hf.use_cache(cfg) then opts.use_cache = false end
     if plan and plan.tp > 1 and not builder.tensor_parallel then
       error(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
         .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
@@ -1594,6 +1597,16 @@ function M.active_params(nodes, routing)
   return nil
 end
 
+-- The KV cache a graph's GPU holds (M.kv_cache_bytes): a serving phase's (0 when it writes none), or in inference the
+-- cache HF's forward keeps in its past_key_values (neusight.nodes hf_cache; nil when the builder marks none: a model
+-- without a KV cache, or Megatron-LM's kernels); nil in training.
+local function held_cache(opts, nodes, plan)
+  if opts.phase then return M.kv_cache_bytes(nodes, plan) end
+  if opts.training then return nil end
+  local bytes = M.kv_cache_bytes(nodes, plan)
+  return bytes > 0 and bytes or nil
+end
+
 -- The memory of a run (neusight.memory): for a single GPU the report itself (with the largest batch that fits,
 -- rebuilding the graph at other batches); for a parallel run nil, its context going to the timeline as plan.memory,
 -- with at_micro_batch(live, mb): the bytes per GPU of the fullest stage at micro-batch size mb (live's dp and
@@ -1621,7 +1634,7 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
           :format(mb, wb.batch, tostring(failed)), 0)
       end
       p.schedule, p.recompute = live.schedule, live.recompute
-      p.memory = context(ns, opts.phase and M.kv_cache_bytes(ns, p) or nil, wb.batch)
+      p.memory = context(ns, held_cache(opts, ns, p), wb.batch)
       return require("neusight.parallel.memory").at(p, ns)
     end
     return nil
@@ -1634,7 +1647,7 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
     if not ok then -- the model at a batch the run did not ask for: the largest batch is not known, the run still is
       error(("at batch %d (built while finding the largest batch that fits): %s"):format(b, tostring(failed)), 0)
     end
-    return memory.single(context(ns, opts.phase and M.kv_cache_bytes(ns) or nil, b)).total
+    return memory.single(context(ns, held_cache(opts, ns), b)).total
   end
   local ok, at = pcall(function() at_batch(1) return at_batch end) -- a builder that refuses batch 1: no search
   return memory.single(ctx, ok and at or nil)
@@ -1825,7 +1838,7 @@ function M.build(spec, gpu)
   elseif w8a8 then
     state.weights = M.w8a8_weights_per_param(nodes, state.weights)
   end
-  local kv = opts.phase and M.kv_cache_bytes(nodes, plan) or nil
+  local kv = held_cache(opts, nodes, plan)
   local kv_window, kv_window_share
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
   local mem = memory_of(w, gpu, nodes, plan, recipe, state, kv)

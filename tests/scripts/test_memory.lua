@@ -363,4 +363,59 @@ function T.test_one_gpu_with_recompute_has_the_largest_batch_as_without()
   assert(o.max_batch > plain.memory.max_batch, ("recompute full %d > none %d"):format(o.max_batch, plain.memory.max_batch))
 end
 
+-- A plain HF forward (mode inference: model(input_ids) under no_grad, scripts/collect/hf_trace.py) keeps every
+-- layer's K and V of its S tokens in the past_key_values it returns (use_cache defaults to True; transformers 5 appends
+-- them by torch.cat, tests/fixtures/traces/hf/mixtral-bf16-inference.json), beside the LM head's logits: the memory
+-- model's kv_cache part (neusight.nodes hf_cache). GPT-2 Large fp32, batch 8 × 1024 on a 40 GB A100: the cache is
+-- 2 · 36 · 8 · 1024 · 1280 · 4 B = 3.02 GB beside 3.10 GB of weights (it read 4.82 GB and a largest batch of 174).
+function T.test_inference_counts_hf_past_key_values()
+  local A100 = { name = "A100-SXM4-40GB", mem_gb = 40 }
+  local function build(w, gpu)
+    gpu = gpu or A100
+    w.batch, w.seq, w.gpu = w.batch or 8, w.seq or 1024, gpu.name
+    return require("neusight.workload").build(w, gpu)
+  end
+  local b = build { model = "gpt2_large", mode = "inference", dtype = "fp32" }
+  local o, cache = b.memory.memory, 2 * 36 * 8 * 1024 * 1280 * 4
+  eq(b.kv_cache_bytes, cache, "GPT-2 Large: 2 · layers · b · s · h · 4 B")
+  near(o.kv_cache_gb, cache / 1e9, "the memory model's KV part")
+  near(o.state_gb + o.activations_gb + o.temporary_gb + o.workspace_gb + o.kv_cache_gb, b.memory.memory_gb, "parts sum")
+  -- the largest batch: the cache grows with the batch as the logits do
+  local per_seq = cache / 8 + o.temporary_gb * 1e9 / 8
+  local fixed = b.memory.memory_gb * 1e9 - 8 * per_seq
+  eq(o.max_batch, math.floor((memory.capacity(40) - fixed) / per_seq + 1e-9), "largest batch that fits")
+  -- GQA: the kv heads (Llama-3-8B, bf16); DeepSeek's HF attention caches every head's K (qk_nope + qk_rope = 192) and
+  -- V (v_head_dim 128), not the latent an MLA-aware server caches
+  eq(build { model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 4096 }.kv_cache_bytes,
+    2 * 32 * 2 * 4096 * 8 * 128 * 2, "Llama-3-8B: 8 kv heads of 128")
+  -- torch.compile-style fusion (neusight.fusion) merges the rotary chain that makes K: the fused node keeps its cache
+  for _, f in ipairs { true, "flash_attention" } do
+    eq(build { model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 4096, fusion = f }
+      .kv_cache_bytes, 2 * 32 * 2 * 4096 * 8 * 128 * 2, "fused: " .. tostring(f))
+  end
+  eq(build { model = "deepseek_v2_lite", mode = "inference", dtype = "bf16", batch = 2, seq = 512 }.kv_cache_bytes,
+    27 * 2 * 512 * 16 * (192 + 128) * 2, "DeepSeek-V2-Lite: per-head K and V")
+  -- none in training (autograd's saved tensors are the activations) nor where no HF forward runs: an encoder, or
+  -- Megatron-LM's kernels (a forward without inference parameters keeps no cache)
+  eq(build { model = "gpt2_large", mode = "train", dtype = "fp32", batch = 1 }.kv_cache_bytes, nil, "training")
+  eq(build { model = "bert", mode = "inference", dtype = "fp32", seq = 512 }.kv_cache_bytes, nil, "an encoder")
+  eq(build({ model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 512,
+              parallel = { kernels = "megatron" } }, H100).kv_cache_bytes, nil, "Megatron-LM's kernels")
+  -- a config.json's use_cache: false keeps none (neusight.models.hf use_cache); true, or the key left out, HF's default
+  local hf = require "neusight.models.hf"
+  local function config(use_cache)
+    return hf.from_config({ model_type = "llama", hidden_size = 256, intermediate_size = 512, num_hidden_layers = 2,
+                            num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 1000,
+                            use_cache = use_cache }, "tiny/config.json")
+  end
+  eq(build { model = config(false), mode = "inference", dtype = "bf16", batch = 2, seq = 64 }.kv_cache_bytes, nil,
+    "use_cache false")
+  for _, u in ipairs { true, nil } do
+    eq(build { model = config(u), mode = "inference", dtype = "bf16", batch = 2, seq = 64 }.kv_cache_bytes,
+      2 * 2 * 2 * 64 * 2 * 64 * 2, "use_cache " .. tostring(u))
+  end
+  eq(build { model = config(false), mode = "decode", dtype = "bf16", batch = 2, seq = 1, context = 63 }.kv_cache_bytes,
+    2 * 2 * 2 * 64 * 2 * 64 * 2, "a serving phase's cache whatever use_cache says")
+end
+
 return T

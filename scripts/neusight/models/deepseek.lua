@@ -369,6 +369,8 @@ function M.graph(r, opts)
     rope(a .. ".rotary.k", k_rot, k_half)
     add("contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
     add("contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
+    -- HF's past_key_values keep every head's K (qk_nope + qk_rope wide) and V (v_head_dim) (inference: use_cache)
+    N.hf_cache(opts, nodes[#nodes], b, nh, s, dqk, dv)
     if serve then N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv) end
     local core = { core_attention = true }
     if sdpa then

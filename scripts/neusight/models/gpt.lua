@@ -120,6 +120,7 @@ function M.build(cfg, opts)
     add("getitem", "h.attn.split." .. which, { { 1 } }, xl)
   end
   add("permute", "h.attn.split_heads", { { b, s, nh, hd } }, heads)
+  N.hf_cache(opts, nodes[#nodes], b, nh, s, hd) -- K and V kept in HF's past_key_values (inference: use_cache)
   -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
   local core = { core_attention = true }
   if serve then N.kv_cache_write(g, "h.attn.kv_cache_write", b, nh, s, hd, serve.kv) end

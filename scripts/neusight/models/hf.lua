@@ -121,6 +121,16 @@ local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 -- M.config_null).
 local CONFIG_SOURCE = setmetatable({}, { __mode = "k" })
 
+-- Config tables M.from_config made of a config.json that says "use_cache": false (weak keys; M.use_cache).
+local NO_CACHE = setmetatable({}, { __mode = "k" })
+
+--- Whether HF's forward of the model `cfg` keeps its past_key_values: false when its config.json says
+--- "use_cache": false (PretrainedConfig's key, no kernel reads it), true otherwise (HF's default, and every preset's).
+--- neusight.workload passes it on as opts.use_cache; neusight.nodes hf_cache counts the cache of an inference forward.
+---@param cfg table
+---@return boolean
+function M.use_cache(cfg) return not NO_CACHE[cfg] end
+
 --- Where builder field `field` of config table `cfg` stands in its config.json: the file (as the user named it), the
 --- key it was read from (nil: the file does not hold it, the default applies) and that key's line (nil where the text
 --- gives none). nil for a table M.from_config did not make (a preset, a config table in a script). A builder's error
@@ -411,6 +421,7 @@ function M.from_config(t, path, nulls, lines)
     error(("%s: %s%s; supported: %s"):format(path, what, M.type_hint(t), table.concat(M.supported(), ", ")), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
+  if t.use_cache == false then NO_CACHE[cfg] = true end -- M.use_cache
   local source = { path = path, key = {}, null = {}, lines = type(lines) == "table" and lines or {} }
   CONFIG_SOURCE[cfg] = source -- M.config_key
   if entry.model_type then cfg.model_type = mt end

@@ -199,6 +199,7 @@ function M.build(cfg, opts)
     project("k")
     project("v")
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
+    N.hf_cache(opts, nodes[#nodes], b, nh, s, hd) -- K and V kept in HF's past_key_values (inference: use_cache)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
     add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
   else
@@ -210,6 +211,7 @@ function M.build(cfg, opts)
     project("v")
     add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
+    N.hf_cache(opts, nodes[#nodes], b, nh, s, hd) -- K and V kept in HF's past_key_values (inference: use_cache)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
     add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
