@@ -756,12 +756,22 @@ write("hf/good.json", hf_text {})
 local function hf(name, text, expect, line, args)
   case { kind = "hf", file = "hf/" .. name .. ".json", text = text, args = args or HF, expect = expect, line = line }
 end
+-- the line of key k in hf_text's file (line 1 is its "{")
+local function hf_line(k)
+  for i, key in ipairs(hf_keys) do
+    if key == k then return i + 1 end
+  end
+  error("no key " .. k)
+end
+-- a field's value of the wrong type or range named the model and the field, but not the file's line (only null values
+-- did): every field error of a config file names the key's line (neusight.models.check fail)
 for _, f in ipairs { "vocab_size", "n_layer", "n_head", "n_embd", "n_positions" } do
-  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)")
-  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)")
-  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)")
-  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer")
-  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)")
+  local at = hf_line(f)
+  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)", at)
+  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)", at)
+  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)", at)
+  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer", at)
+  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)", at)
 end
 -- a null count is HF's None: it read "(got nil)" (GPT-2, OPT: as omitted) or "(got false)" (the Llama family, DeepSeek),
 -- with no file or line; the message names the null and its line
@@ -770,8 +780,8 @@ hf("llama_vocab_null", '{"model_type": "llama", "hidden_size": 64, "intermediate
    '  "num_hidden_layers": 2, "vocab_size": null}\n', "field 'vocab_size' must be a positive integer (got null, a JSON null)", 2)
 hf("vocab_size_huge", hf_text { vocab_size = "4611686018427387904" }, "must be a shape of at most 2^48 elements")
 hf("n_embd_huge", hf_text { n_embd = "1099511627776" }, "must be a shape of at most 2^48 elements")
-hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)")
-hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)")
+hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)", hf_line("n_inner"))
+hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)", hf_line("n_head"))
 hf("n_positions_small", hf_text { n_positions = "4" }, "seq 8 exceeds n_positions 4")
 hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)", 11)
 hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
@@ -791,10 +801,11 @@ hf("switch_decoder_layers_huge_train", '{"model_type": "switch_transformers", "d
    '"num_heads": 32, "num_layers": 24, ' ..
    '"vocab_size": 32128}\n', "parameters, more than the 2^48 elements of the optimizer step's tensor", nil,
    (HF:gsub("inference", "train")))
-hf("n_layer_beyond_int64", hf_text { n_layer = "1e300" }, "field 'n_layer' must be a positive integer (got 1e+300)")
+hf("n_layer_beyond_int64", hf_text { n_layer = "1e300" }, "field 'n_layer' must be a positive integer (got 1e+300)",
+   hf_line("n_layer"))
 hf("model_type_object", hf_text { model_type = '{ "name": "gpt2" }' }, "has a model_type that is not a string (a JSON object or array)")
 hf("activation_unknown", hf_text { activation_function = '"swishy"' }, "activation_function = \"swishy\" is not modelled", 3)
-hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer")
+hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer", hf_line("n_layer"))
 hf("number_overflow", hf_text { n_layer = "1e999" }, "invalid JSON: number overflow parsing '1e999'")
 hf("nan_literal", hf_text { n_layer = "NaN" }, "invalid JSON", 8)
 hf("truncated", '{ "model_type": "gpt2", "n_layer": 2,', "invalid JSON", 1)
@@ -832,8 +843,53 @@ hf("deepseek_v2_norm_topk_string", '{"model_type": "deepseek_v2", "hidden_size":
    '"num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "kv_lora_rank": 16, "q_lora_rank": null, ' ..
    '"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": "false"}\n',
    "field 'norm_topk_prob' must be a boolean (got \"false\", a string)")
-hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)") -- beside n_positions: dropped
-hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)")
+hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)", hf_line("n_ctx")) -- dropped
+hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)",
+   #hf_keys + 2)
+-- a Llama-family config one key a line (the layout of HF's own files): each wrong value names its key's line
+local llama_keys = { "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
+                     "vocab_size", "num_key_value_heads", "rope_scaling" }
+local llama_base = { model_type = '"llama"', hidden_size = "64", intermediate_size = "128", num_attention_heads = "4",
+                     num_hidden_layers = "2", vocab_size = "100", num_key_value_heads = "4", rope_scaling = "null" }
+local function llama_lines(change)
+  local parts = {}
+  for _, k in ipairs(llama_keys) do
+    local v = llama_base[k]
+    if change[k] ~= nil then v = change[k] end
+    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+  end
+  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+end
+local function llama_line(k)
+  for i, key in ipairs(llama_keys) do
+    if key == k then return i + 1 end
+  end
+  error("no key " .. k)
+end
+hf("llama_heads_string", llama_lines { num_attention_heads = '"32"' },
+   "field 'num_attention_heads' must be a positive integer (got \"32\", a string)", llama_line("num_attention_heads"))
+hf("llama_hidden_negative", llama_lines { hidden_size = "-4096" }, "field 'hidden_size' must be a positive integer (got -4096)",
+   llama_line("hidden_size"))
+hf("llama_layers_float", llama_lines { num_hidden_layers = "2.5" },
+   "field 'num_hidden_layers' must be a positive integer (got 2.5)", llama_line("num_hidden_layers"))
+hf("llama_rope_scaling_number", llama_lines { rope_scaling = "3" },
+   "key 'rope_scaling' must be a table of the RoPE scaling (or null) (got 3)", llama_line("rope_scaling"))
+hf("llama_heads_indivisible", llama_lines { num_attention_heads = "5", num_key_value_heads = "5" },
+   "hidden_size (64) must be divisible by num_attention_heads (5), or head_dim be given", llama_line("num_attention_heads"))
+hf("llama_kv_heads_indivisible", llama_lines { num_key_value_heads = "3" },
+   "num_attention_heads (4) must be divisible by num_key_value_heads (3)", llama_line("num_key_value_heads"))
+hf("llama_hidden_act", llama_lines { rope_scaling = "null,\n  \"hidden_act\": \"gelu\"" },
+   "hidden_act \"gelu\" is not supported", #llama_keys + 2)
+hf("llama_tie_number", llama_lines { rope_scaling = "null,\n  \"tie_word_embeddings\": 1" },
+   "field 'tie_word_embeddings' must be a boolean (got 1)", #llama_keys + 2)
+hf("llama_dropout_range", llama_lines { rope_scaling = "null,\n  \"attention_dropout\": 1.5" },
+   "field 'attention_dropout' must be a number in [0, 1) (got 1.5)", #llama_keys + 2)
+hf("mixtral_topk_exceeds", (llama_lines { rope_scaling = "null,\n  \"num_local_experts\": 2,\n  \"num_experts_per_tok\": 4" }
+   :gsub('"llama"', '"mixtral"')), "num_experts_per_tok (4) exceeds num_local_experts (2)", #llama_keys + 3)
+hf("bert_hidden_act", '{\n  "model_type": "bert",\n  "hidden_size": 64,\n  "num_attention_heads": 4,\n' ..
+   '  "num_hidden_layers": 2,\n  "vocab_size": 100,\n  "hidden_act": "tanh"\n}\n', "hidden_act tanh is not supported", 7)
+hf("switch_sparse_step", '{\n  "model_type": "switch_transformers",\n  "num_layers": 4,\n  "num_decoder_layers": 4,\n' ..
+   '  "encoder_sparse_step": 3\n}\n', "layer counts must be multiples of the sparse steps (num_layers 4, encoder_sparse_step 3)", 5)
 case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",
        args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
        expect = "not a regular file (a FIFO)" }

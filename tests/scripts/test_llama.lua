@@ -809,13 +809,13 @@ function T.test_phi3_gemma_refusals()
     from, { model_type = "phi3", partial_rotary_factor = 0.75 })
   raises([[c.json: resid_pdrop = 0.1 is not modelled by the llama builder (scripts/neusight/models/llama.lua builds 0 only)]],
     from, { model_type = "phi3", resid_pdrop = 0.1 })
-  raises([[llama model 'c': hidden_act "gelu_new" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu_new" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma", hidden_act = "gelu_new" })
-  raises([[llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+  raises([[c.json: llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma2", hidden_activation = "silu" })
-  raises([[llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
     build, { model_type = "phi3", hidden_act = "gelu" })
-  raises([[llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
+  raises([[c.json: llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
     build, { model_type = "gemma2", attn_logit_softcapping = -1 })
   raises([[c.json: unknown key 'query_pre_attn_scalar' for model_type "gemma"]],
     from, { model_type = "gemma", query_pre_attn_scalar = 256 })
