@@ -742,26 +742,31 @@ local HF = "predict --model {file} --gpu h100 --mode inference --batch 1 --seq 8
 local hf_keys = { "model_type", "activation_function", "n_ctx", "n_embd", "n_head", "n_inner", "n_layer", "n_positions", "vocab_size" }
 local hf_base = { model_type = '"gpt2"', activation_function = '"gelu_new"', n_ctx = "256", n_embd = "128", n_head = "4",
                   n_inner = "null", n_layer = "2", n_positions = "256", vocab_size = "1000" }
-local function hf_text(change, extra)
-  local parts = {}
-  for _, k in ipairs(hf_keys) do
-    local v = hf_base[k]
-    if change[k] ~= nil then v = change[k] end
-    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+-- A config.json of one key a line: `keys` in order, `base` their JSON texts. Returns text(change, extra) (`change` maps
+-- a key to its JSON text, false: leave it out; `extra` a last line) and line(k), the line of key k (line 1 is "{").
+local function json_config(keys, base)
+  local function text(change, extra)
+    local parts = {}
+    for _, k in ipairs(keys) do
+      local v = base[k]
+      if change[k] ~= nil then v = change[k] end
+      if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+    end
+    if extra then parts[#parts + 1] = extra end
+    return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
   end
-  if extra then parts[#parts + 1] = extra end
-  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+  local function line(k)
+    for i, key in ipairs(keys) do
+      if key == k then return i + 1 end
+    end
+    error("no key " .. k)
+  end
+  return text, line
 end
+local hf_text, hf_line = json_config(hf_keys, hf_base)
 write("hf/good.json", hf_text {})
 local function hf(name, text, expect, line, args)
   case { kind = "hf", file = "hf/" .. name .. ".json", text = text, args = args or HF, expect = expect, line = line }
-end
--- the line of key k in hf_text's file (line 1 is its "{")
-local function hf_line(k)
-  for i, key in ipairs(hf_keys) do
-    if key == k then return i + 1 end
-  end
-  error("no key " .. k)
 end
 -- a field's value of the wrong type or range named the model and the field, but not the file's line (only null values
 -- did): every field error of a config file names the key's line (neusight.models.check fail)
@@ -851,21 +856,7 @@ local llama_keys = { "model_type", "hidden_size", "intermediate_size", "num_atte
                      "vocab_size", "num_key_value_heads", "rope_scaling" }
 local llama_base = { model_type = '"llama"', hidden_size = "64", intermediate_size = "128", num_attention_heads = "4",
                      num_hidden_layers = "2", vocab_size = "100", num_key_value_heads = "4", rope_scaling = "null" }
-local function llama_lines(change)
-  local parts = {}
-  for _, k in ipairs(llama_keys) do
-    local v = llama_base[k]
-    if change[k] ~= nil then v = change[k] end
-    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
-  end
-  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
-end
-local function llama_line(k)
-  for i, key in ipairs(llama_keys) do
-    if key == k then return i + 1 end
-  end
-  error("no key " .. k)
-end
+local llama_lines, llama_line = json_config(llama_keys, llama_base)
 hf("llama_heads_string", llama_lines { num_attention_heads = '"32"' },
    "field 'num_attention_heads' must be a positive integer (got \"32\", a string)", llama_line("num_attention_heads"))
 hf("llama_hidden_negative", llama_lines { hidden_size = "-4096" }, "field 'hidden_size' must be a positive integer (got -4096)",
@@ -878,13 +869,13 @@ hf("llama_heads_indivisible", llama_lines { num_attention_heads = "5", num_key_v
    "hidden_size (64) must be divisible by num_attention_heads (5), or head_dim be given", llama_line("num_attention_heads"))
 hf("llama_kv_heads_indivisible", llama_lines { num_key_value_heads = "3" },
    "num_attention_heads (4) must be divisible by num_key_value_heads (3)", llama_line("num_key_value_heads"))
-hf("llama_hidden_act", llama_lines { rope_scaling = "null,\n  \"hidden_act\": \"gelu\"" },
+hf("llama_hidden_act", llama_lines({}, '  "hidden_act": "gelu"'),
    "hidden_act \"gelu\" is not supported", #llama_keys + 2)
-hf("llama_tie_number", llama_lines { rope_scaling = "null,\n  \"tie_word_embeddings\": 1" },
+hf("llama_tie_number", llama_lines({}, '  "tie_word_embeddings": 1'),
    "field 'tie_word_embeddings' must be a boolean (got 1)", #llama_keys + 2)
-hf("llama_dropout_range", llama_lines { rope_scaling = "null,\n  \"attention_dropout\": 1.5" },
+hf("llama_dropout_range", llama_lines({}, '  "attention_dropout": 1.5'),
    "field 'attention_dropout' must be a number in [0, 1) (got 1.5)", #llama_keys + 2)
-hf("mixtral_topk_exceeds", (llama_lines { rope_scaling = "null,\n  \"num_local_experts\": 2,\n  \"num_experts_per_tok\": 4" }
+hf("mixtral_topk_exceeds", (llama_lines({}, '  "num_local_experts": 2,\n  "num_experts_per_tok": 4')
    :gsub('"llama"', '"mixtral"')), "num_experts_per_tok (4) exceeds num_local_experts (2)", #llama_keys + 3)
 hf("bert_hidden_act", '{\n  "model_type": "bert",\n  "hidden_size": 64,\n  "num_attention_heads": 4,\n' ..
    '  "num_hidden_layers": 2,\n  "vocab_size": 100,\n  "hidden_act": "tanh"\n}\n', "hidden_act tanh is not supported", 7)
