@@ -268,18 +268,7 @@ end
 -- rank's one key/value head is shared by 2 ranks: the fused node's model FLOPs count tp · its 4 heads over the model's
 -- 48, 4 / 3 copies), with or without sequence parallelism. Phi-3's checkpoint fuses them already, in both graphs.
 function T.test_megatron_linear_qkv_and_fc1_are_one_gemm_each_way()
-  local function gemms(nodes, pattern)
-    local fw, bw, names = 0, 0, {}
-    for _, n in ipairs(nodes) do
-      if n.layer == "layers" and n.name:match(pattern) then
-        local f, b = kernels(n, true)
-        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
-        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
-        names[#names + 1] = n.name
-      end
-    end
-    return fw, bw, table.concat(names, " ")
-  end
+  local function gemms(nodes, pattern) return t.gemm_counts(nodes, "layers", pattern, true) end
   local QKV, FC1 = "^layers%.self_attn%.[qkv]+_proj$", "^layers%.mlp%.[gateup_]+proj$"
   local node_saved = require("neusight.memory").node_saved
   for _, case in ipairs { { "llama3_8b", 1 }, { "llama3_8b", 2, true }, { "llama3_8b", 16 }, { "qwen25_7b", 4 },
