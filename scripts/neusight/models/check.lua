@@ -126,9 +126,10 @@ end
 --- embedding table (rows of `width`) makes one beyond the shapes' 2^48 elements: the table is a parameter count, not
 --- a shape the node checks, and n_positions = 2^62 made its integer product wrap to 0 parameters (exit 0). M.fail.
 function M.table_size(who, cfg, key, rows, width)
-  if rows * 1.0 * width > 2 ^ 48 then
-    M.fail(cfg, key, ("%s: field '%s' makes a table of %s x %s, more than 2^48 elements"):format(who, key,
-      tostring(rows), tostring(width)))
+  local K = require "neusight.kernels" -- the shapes' limit, K.MAX_ELEMENTS
+  if rows * 1.0 * width > K.MAX_ELEMENTS then
+    M.fail(cfg, key, ("%s: field '%s' makes a table of %s x %s, more than %s elements"):format(who, key,
+      tostring(rows), tostring(width), K.MAX_ELEMENTS_TEXT))
   end
 end
 
