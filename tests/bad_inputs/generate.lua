@@ -990,6 +990,31 @@ dsc("header_only", ds:match("^[^\n]*\n"), "no rows to evaluate")
 dsc("empty", "", "empty CSV file (no header)")
 dsc("train_empty", "", "empty CSV file (no header)", nil, TRAIN)
 dsc("train_header_only", ds:match("^[^\n]*\n"), "no bmm rows to train on", nil, TRAIN)
+-- dtype spellings: scripts/collect writes Dtype as fp32|tf32|fp16|bf16|fp8, AIConfigurator its dtype columns as
+-- float16|bfloat16|fp8; a dtype in another file's spelling (PyTorch's torch.bfloat16, bf16 in an AIConfigurator file)
+-- is refused at its row. In an AIConfigurator file it was skipped as "not modelled" (eval: no rows, train: fewer).
+do
+  local function with_dtype(v)
+    local out, n = {}, 0
+    for l in ds:gmatch("([^\n]*)\n") do
+      n = n + 1
+      out[#out + 1] = l .. (n == 1 and ",Dtype" or "," .. (n == 2 and v or "bf16"))
+    end
+    return table.concat(out, "\n") .. "\n"
+  end
+  dsc("dtype_bfloat16", with_dtype("bfloat16"), "column 'Dtype' spells bf16 as 'bfloat16'; scripts/collect writes 'bf16'", 2)
+  dsc("dtype_torch_float16", with_dtype("torch.float16"), "column 'Dtype' spells fp16 as 'torch.float16'", 2)
+  dsc("train_dtype_torch_bfloat16", with_dtype("torch.bfloat16"), "column 'Dtype' spells bf16 as 'torch.bfloat16'", 2,
+      "train -q --family gemm_tc16 --epochs 2 --data {file} --out {out}")
+  local gemm = read("fixtures/aiconfigurator/gemm.csv")
+  dsc("aic_gemm_dtype_bf16", with_line(gemm, 3, function(l) return sub1(l, ",bfloat16,", ",bf16,") end),
+      "column 'gemm_dtype' spells bf16 as 'bf16'; AIConfigurator's files write 'bfloat16'", 3)
+  local attn = read("fixtures/aiconfigurator/context_attention.csv")
+  dsc("aic_attn_dtype_torch", with_line(attn, 2, function(l) return sub1(l, ",bfloat16,", ",torch.bfloat16,") end),
+      "column 'attn_dtype' spells bf16 as 'torch.bfloat16'", 2)
+  dsc("aic_kv_cache_dtype_fp16", with_line(attn, 2, function(l) return sub1(l, ",bfloat16,fp8,", ",bfloat16,fp16,") end),
+      "column 'kv_cache_dtype' spells fp16 as 'fp16'; AIConfigurator's files write 'float16'", 2)
+end
 
 -------------------------------------------------------------------------------------------------- Chrome traces
 local tr = read("fixtures/traces/chrome/tiny.json")
