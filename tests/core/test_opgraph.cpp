@@ -166,14 +166,15 @@ TEST_CASE("opgraph: a GEMM operand past neusight.kernels' limit is an error at i
   const std::string bmm = "bmm,bmm,\"[['BMM', (65536, 65536, 65537, 2)]]\",[],[],set(),set(),[],\"(1,)\"\n";
   CHECK_THROWS_WITH(opgraph_parse(header + bmm, "g.csv", costs()),
                     "g.csv:2: column 'FwOps': kernel 'BMM': bad argument to 'bmm' (operand A has more than 2^48 elements)");
-  // a user's kernels.lua of a smaller limit (2^20 elements): the reader refuses what it refuses, at the row
+  // a user's kernels.lua of a smaller limit (2^20 elements): the reader refuses what it refuses, at the row, and the
+  // message gives that limit (MAX_LOG2 makes the limit and its text: the messages said 2^48 whatever the limit)
   const ns_test::temp_dir t;
-  ns_test::override_dir(t, "k", "kernels", "", {{"local MAX_ELEMENTS = 1 << 48", "local MAX_ELEMENTS = 1 << 20"}});
+  ns_test::override_dir(t, "k", "kernels", "", {{"local MAX_LOG2 = 48", "local MAX_LOG2 = 20"}});
   session user(ns_test::session_opts(ns_test::source_dir, {t.path / "k"}));
   const std::string small = "fc,linear,\"[['Linear', (2048, 1024, 512)]]\",[],[],set(),set(),[],\"(1,)\"\n";
   CHECK_NOTHROW(opgraph_parse(header + small, "g.csv", costs()));
   CHECK_THROWS_WITH(opgraph_parse(header + ok_row + small, "g.csv", user.costing()),
-                    "g.csv:3: column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^48 "
+                    "g.csv:3: column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^20 "
                     "elements)");
 }
 
