@@ -75,10 +75,11 @@ local function is_integer(v)
   return type(v) == "number" and v == floor(v) and v > -huge and v < huge -- rejects NaN and ±inf too
 end
 
--- At most 2^48 elements in a tensor: { 4, 2^62, 64 } used to wrap to 0 elements and a 0 ms forecast. The one source of
+-- At most 2^48 elements in a tensor: { 4, 2^62, 64 } used to wrap to 0 elements and a 0 ms forecast. The Lua source of
 -- the limit: the model builders' table sizes (neusight.models.check), a model's parameter count and its nodes' shapes
--- (neusight.workload) read it here, and the engine reads M.MAX_ELEMENTS for its own check of what rules return
--- (engine/lua/wrap_graph.cpp). M.MAX_ELEMENTS_TEXT is how messages write it.
+-- (neusight.workload) read it here; M.MAX_ELEMENTS_TEXT is how messages write it. The engine still holds the same
+-- number for its own checks of what rules return (engine/lua/wrap_graph.cpp max_shape_elements) and of an opgraph
+-- CSV's shapes (engine/ingest/opgraph.cpp max_elements): change them with it.
 local MAX_LOG2 = 48
 local MAX_ELEMENTS = 1 << MAX_LOG2 -- the largest tensor
 local MAX_TEXT = ("2^%d"):format(MAX_LOG2)
