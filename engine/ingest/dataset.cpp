@@ -3,6 +3,7 @@
 #include "ingest/dataset.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -17,6 +18,40 @@ namespace {
 const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
 const std::set<std::string> dtype_known = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+
+// The dtype (fp32, tf32, fp16, bf16, fp8) a spelling names in any convention a CSV may have taken it from (PyTorch's
+// torch.bfloat16, AIConfigurator's bfloat16, scripts/collect's bf16, any case), "" for none. The files' own
+// spellings are fixed: scripts/collect writes Dtype as fp32|tf32|fp16|bf16|fp8 (its --dtypes, scripts/collect/README.md)
+// and AIConfigurator its dtype columns as float16|bfloat16|fp8 (../shared/data/aiconfigurator); a value that names
+// one of these dtypes in another spelling is an error at its row (dtype_spelling_check), never a row read or skipped
+// as something else.
+std::string dtype_named(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (v.rfind("torch.", 0) == 0) v = v.substr(6);
+  if (v == "fp32" || v == "float32" || v == "float") return "fp32";
+  if (v == "tf32" || v == "tensorfloat32") return "tf32";
+  if (v == "fp16" || v == "float16" || v == "half") return "fp16";
+  if (v == "bf16" || v == "bfloat16") return "bf16";
+  if (v == "fp8" || v == "float8" || v == "float8_e4m3fn" || v == "e4m3") return "fp8";
+  return "";
+}
+
+// AIConfigurator's spelling of each dtype its files hold (fp32 and tf32: none of its files has them).
+const char* aiconfigurator_spelling(const std::string& dtype) {
+  return dtype == "fp16" ? "float16" : dtype == "bf16" ? "bfloat16" : dtype == "fp8" ? "fp8" : nullptr;
+}
+
+// Refuses a value of dtype column `col` at `where` that names a dtype in a spelling other than the file's (`aic`:
+// an AIConfigurator file, else one of scripts/collect's); a value naming none (fp8_block, nvfp4) is the caller's.
+void dtype_spelling_check(const std::string& v, const std::string& where, const char* col, bool aic) {
+  const std::string dtype = dtype_named(v);
+  if (dtype.empty()) return;
+  const char* own = aic ? aiconfigurator_spelling(dtype) : dtype.c_str();
+  if (!own || v == own) return;  // own: none for an AIConfigurator fp32 or tf32, which the caller skips as not modelled
+  throw error(where + ": column '" + col + "' spells " + dtype + " as '" + v + "'; " +
+              (aic ? "AIConfigurator's files write '" + std::string(own) + "' (float16, bfloat16 or fp8)"
+                   : "scripts/collect writes '" + dtype + "' (fp32, tf32, fp16, bf16 or fp8)"));
+}
 
 // Decimal numbers only (std::stod also reads hex such as 0x100 and "inf"); a dimension is at most 2^31, so that
 // products of two (B * M) stay inside an int64.
@@ -135,6 +170,7 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
   const size_t c_dt = t.column("gemm_dtype"), c_m = t.column("m"), c_n = t.column("n"), c_k = t.column("k");
   aiconfigurator_load(t, d, resolve, excluded, only, [&](const std::vector<std::string>& row, bench_row& r) {
     const std::string& dt = row[c_dt];
+    dtype_spelling_check(dt, r.where, "gemm_dtype", true);
     const std::string dtype = dt == "bfloat16" ? "bf16" : dt == "float16" ? "fp16" : dt == "fp8" ? "fp8" : "";
     if (dtype.empty()) return "gemm_dtype '" + dt + "' is not modelled";
     kernel& k = r.k;
@@ -176,6 +212,8 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     // element size, costed at the GPU's fp16 peak as a forecast of an fp16 model is), compute and KV cache alike.
     const std::string& adt = row[c_adt];
     const std::string& kvdt = row[c_kvdt];
+    dtype_spelling_check(adt, r.where, "attn_dtype", true);
+    dtype_spelling_check(kvdt, r.where, "kv_cache_dtype", true);
     const bool half = adt == "bfloat16" || adt == "float16";
     if (adt == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
     const bool prefill = op == "context_attention", fp8_cache = half && kvdt == "fp8";
@@ -295,6 +333,7 @@ void bench_reader::read_rows(const csv_table& t) {
       }
       const bool gemm = *fam == family::bmm || *fam == family::linear;
       const std::string dtype = c_dtype == SIZE_MAX ? "fp32" : row[c_dtype];
+      if (c_dtype != SIZE_MAX) dtype_spelling_check(dtype, t.where(i), "Dtype", false);
       if (gemm ? !dtype_known.count(dtype) : !(dtype == "fp32" || dtype == "fp16" || dtype == "bf16"))
         throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " +
                     (gemm ? "fp32, tf32, fp16, bf16 or fp8" : "fp32, fp16 or bf16") + " (got '" + dtype + "')");

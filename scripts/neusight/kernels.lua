@@ -75,10 +75,15 @@ local function is_integer(v)
   return type(v) == "number" and v == floor(v) and v > -huge and v < huge -- rejects NaN and ±inf too
 end
 
--- At most 2^48 elements in a tensor (engine/lua/wrap_graph.cpp's limit too): { 4, 2^62, 64 } used to wrap to 0 elements
--- and a 0 ms forecast.
-local MAX_ELEMENTS = 1 << 48 -- the largest tensor (engine/lua/wrap_graph.cpp max_shape_elements, its messages too)
-M.MAX_ELEMENTS = MAX_ELEMENTS
+-- At most 2^48 elements in a tensor: { 4, 2^62, 64 } used to wrap to 0 elements and a 0 ms forecast. The Lua source of
+-- the limit: the model builders' table sizes (neusight.models.check), a model's parameter count and its nodes' shapes
+-- (neusight.workload) read it here; M.MAX_ELEMENTS_TEXT is how messages write it. The engine still holds the same
+-- number for its own checks of what rules return (engine/lua/wrap_graph.cpp max_shape_elements) and of an opgraph
+-- CSV's shapes (engine/ingest/opgraph.cpp max_elements): change them with it.
+local MAX_LOG2 = 48
+local MAX_ELEMENTS = 1 << MAX_LOG2 -- the largest tensor
+local MAX_TEXT = ("2^%d"):format(MAX_LOG2)
+M.MAX_ELEMENTS, M.MAX_ELEMENTS_TEXT = MAX_ELEMENTS, MAX_TEXT
 
 --- The one rule of a tensor shape built in Lua (workload nodes, kernel constructors; engine/lua/wrap_graph.cpp checks
 --- what reaches C++ again): an array of non-negative integers (4.0 counts as 4, "4" does not) of at most 2^48
@@ -123,7 +128,7 @@ local function numel_of(shape, fn, what)
   elseif e.kind == "dimension" then
     detail = ("dimension %d is %s, expected a non-negative integer"):format(e.index, tostring(e.value))
   else
-    detail = "more than 2^48 elements"
+    detail = ("more than %s elements"):format(MAX_TEXT)
   end
   error(("bad argument #1 to '%s' (%s%s)"):format(fn, what, detail), 3)
 end
@@ -202,7 +207,7 @@ end
 local function operand(fn, a, b, name)
   local n = times(a, b)
   if n > MAX_ELEMENTS then
-    error(("bad argument to '%s' (operand %s has more than 2^48 elements)"):format(fn, name), 3)
+    error(("bad argument to '%s' (operand %s has more than %s elements)"):format(fn, name, MAX_TEXT), 3)
   end
   return n
 end
@@ -271,7 +276,7 @@ function M.vec(op, rows, hidden, dtype, opts)
   rows, hidden = check_count("vec", 2, rows), check_count("vec", 3, hidden)
   local e = check_dtype("vec", 4, dtype)
   local n = times(rows, hidden) -- not rows * hidden: 2^32 × 2^32 wraps to 0 elements
-  if n > MAX_ELEMENTS then error("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", 2) end
+  if n > MAX_ELEMENTS then error(("bad argument #2 to 'vec' (rows × hidden is more than %s elements)"):format(MAX_TEXT), 2) end
   local bytes = e * (spec.reads + (spec.writes or 1)) * n
   if opts and opts.bytes then bytes = opts.bytes
   elseif opts and opts.bytes_per_elem then bytes = opts.bytes_per_elem * n end
@@ -289,7 +294,9 @@ local function row_kernel(fn, kind, name, flops_per, rows, hidden, dtype)
   rows, hidden = check_count(fn, 1, rows, 4), check_count(fn, 2, hidden, 4)
   local e = check_dtype(fn, 3, dtype, 4)
   local n = times(rows, hidden) -- not rows * hidden, which wraps (vec)
-  if n > MAX_ELEMENTS then error(("bad argument #1 to '%s' (rows × hidden is more than 2^48 elements)"):format(fn), 3) end
+  if n > MAX_ELEMENTS then
+    error(("bad argument #1 to '%s' (rows × hidden is more than %s elements)"):format(fn, MAX_TEXT), 3)
+  end
   return { kind = kind, name = name, dtype = dtype, rows = rows, hidden = hidden, flops = flops_per * n, bytes = 2 * e * n }
 end
 

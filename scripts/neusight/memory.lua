@@ -203,13 +203,23 @@ end
 --- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too; a
 --- grouped expert GEMM, grouped_linear: I·O for each of its attrs.experts local experts, the whole (E, I, O) tensor
 --- being cast as one — under autocast the grouped experts' 16-bit copies are held as the loop's linears' are); what
---- neusight.workload checks a model function's declared parameters against.
+--- neusight.workload checks a model function's declared parameters against. A linear or addmm holds one weight; a
+--- grouped_linear without a whole attrs.experts >= 1 is an error (ops/grouped_linear.lua's check refuses it too), not
+--- one expert: taking 1 undercounted E - 1 experts' weights.
 function M.gemm_weight_elems(nodes)
   local total = 0
   for _, n in ipairs(nodes) do
     if n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear" then
       local x = n.inputs[n.op == "addmm" and 2 or 1]
-      local experts = n.op == "grouped_linear" and type(n.attrs) == "table" and math.tointeger(n.attrs.experts) or 1
+      local experts = 1
+      if n.op == "grouped_linear" then
+        local given = type(n.attrs) == "table" and n.attrs.experts or nil
+        experts = math.type(given) and math.tointeger(given) -- a number only: math.tointeger("4") is 4
+        if not (experts and experts >= 1) then
+          error(("node '%s': grouped_linear needs attrs.experts, the experts of its (E, I, O) weight (got %s)")
+            :format(tostring(n.name), tostring(given)), 2)
+        end
+      end
       if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) end
     end
   end

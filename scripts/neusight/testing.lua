@@ -44,11 +44,19 @@ function M.same(a, b, path)
   end
 end
 
+-- The one NVLink-4 node the test plans run on.
+local TEST_LINK = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+
 --- A tensor-parallel plan (neusight.parallel) over one NVLink-4 node, for builder tests.
 function M.tp_plan(tp, batch)
   local P = require "neusight.parallel"
-  local link = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
-  return P.plan(P.normalize { tp = tp }, link, { batch = batch, dtype = "fp32", mode = "train" })
+  return P.plan(P.normalize { tp = tp }, TEST_LINK, { batch = batch, dtype = "fp32", mode = "train" })
+end
+
+--- An expert-parallel plan over the same node: dp = ep = `ep` ranks, each tensor parallel `tp` (nil: none).
+function M.ep_plan(ep, tp, batch)
+  local P = require "neusight.parallel"
+  return P.plan(P.normalize { dp = ep, ep = ep, tp = tp }, TEST_LINK, { batch = batch, dtype = "fp32", mode = "train" })
 end
 
 --- Raises unless builder.build(cfg, …) with tp = 1 and a plan gives exactly the graph it gives without
@@ -140,6 +148,20 @@ function M.bind(load_op, make_node)
       end
     end
     return sum
+  end
+  --- The GEMM kernels of the nodes of layer `layer` whose name matches `pattern`: how many forward, how many backward
+  --- (training), and the nodes' names joined by spaces.
+  function t.gemm_counts(nodes, layer, pattern, training)
+    local fw, bw, names = 0, 0, {}
+    for _, n in ipairs(nodes) do
+      if n.layer == layer and n.name:match(pattern) then
+        local f, b = t.kernels(n, training)
+        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
+        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
+        names[#names + 1] = n.name
+      end
+    end
+    return fw, bw, table.concat(names, " ")
   end
   --- "FwOps | BwOps | AccOps" of every node with kernels, in order (the reference opgraph's notation).
   function t.kernel_rows(nodes, training)

@@ -926,7 +926,7 @@ local function shape_error(s)
   if e.kind == "dimension" then
     return ("must be a shape: dimension %d is %s, expected a non-negative integer"):format(e.index, show(e.value))
   end
-  return "must be a shape of at most 2^48 elements"
+  return ("must be a shape of at most %s elements"):format(K.MAX_ELEMENTS_TEXT)
 end
 local function node_error(n)
   if getmetatable(n) ~= nil then return nil end -- the engine refuses it (without running its metamethods)
@@ -1798,18 +1798,20 @@ function M.build(spec, gpu)
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training then M.gradient_dtypes(nodes, recipe) end
-  -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
+  -- no model has 2^48 (2.8e14, K.MAX_ELEMENTS) parameters, the largest ~1e12: more is a size or count out of range in
+  -- the config
   -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
   -- training the optimizer step's tensor says so below, as it did.
   local stepped = training and w.optimizer ~= "none"
   local P, P_float = 0, 0.0
   for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
-  if P_float >= 2 ^ 48 then
+  if P_float >= K.MAX_ELEMENTS then
     -- the step's tensor holds every parameter: beyond 2^48 elements (a huge layer count) the integer sum would wrap
     -- (found by the hf_config fuzz target: a negative dimension from num_decoder_layers = 442949672968)
-    error((stepped and "model '%s': %.4g parameters, more than the 2^48 elements of the optimizer step's tensor"
-      or "model '%s': %.4g parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or "
-        .. "count of its config is out of range"):format(tostring(name), P_float), 0)
+    error((stepped and "model '%s': %.4g parameters, more than the %s elements of the optimizer step's tensor"
+      or "model '%s': %.4g parameters, more than %s (%s; the largest models have about 1e12): a size or "
+        .. "count of its config is out of range"):format(tostring(name), P_float, K.MAX_ELEMENTS_TEXT,
+        (("%.1e"):format(K.MAX_ELEMENTS):gsub("e%+0*", "e"))), 0)
   end
   if stepped then
     if P > 0 then

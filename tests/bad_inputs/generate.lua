@@ -742,26 +742,41 @@ local HF = "predict --model {file} --gpu h100 --mode inference --batch 1 --seq 8
 local hf_keys = { "model_type", "activation_function", "n_ctx", "n_embd", "n_head", "n_inner", "n_layer", "n_positions", "vocab_size" }
 local hf_base = { model_type = '"gpt2"', activation_function = '"gelu_new"', n_ctx = "256", n_embd = "128", n_head = "4",
                   n_inner = "null", n_layer = "2", n_positions = "256", vocab_size = "1000" }
-local function hf_text(change, extra)
-  local parts = {}
-  for _, k in ipairs(hf_keys) do
-    local v = hf_base[k]
-    if change[k] ~= nil then v = change[k] end
-    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+-- A config.json of one key a line: `keys` in order, `base` their JSON texts. Returns text(change, extra) (`change` maps
+-- a key to its JSON text, false: leave it out; `extra` a last line) and line(k), the line of key k (line 1 is "{").
+local function json_config(keys, base)
+  local function text(change, extra)
+    local parts = {}
+    for _, k in ipairs(keys) do
+      local v = base[k]
+      if change[k] ~= nil then v = change[k] end
+      if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+    end
+    if extra then parts[#parts + 1] = extra end
+    return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
   end
-  if extra then parts[#parts + 1] = extra end
-  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+  local function line(k)
+    for i, key in ipairs(keys) do
+      if key == k then return i + 1 end
+    end
+    error("no key " .. k)
+  end
+  return text, line
 end
+local hf_text, hf_line = json_config(hf_keys, hf_base)
 write("hf/good.json", hf_text {})
 local function hf(name, text, expect, line, args)
   case { kind = "hf", file = "hf/" .. name .. ".json", text = text, args = args or HF, expect = expect, line = line }
 end
+-- a field's value of the wrong type or range named the model and the field, but not the file's line (only null values
+-- did): every field error of a config file names the key's line (neusight.models.check fail)
 for _, f in ipairs { "vocab_size", "n_layer", "n_head", "n_embd", "n_positions" } do
-  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)")
-  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)")
-  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)")
-  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer")
-  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)")
+  local at = hf_line(f)
+  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)", at)
+  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)", at)
+  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)", at)
+  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer", at)
+  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)", at)
 end
 -- a null count is HF's None: it read "(got nil)" (GPT-2, OPT: as omitted) or "(got false)" (the Llama family, DeepSeek),
 -- with no file or line; the message names the null and its line
@@ -770,8 +785,8 @@ hf("llama_vocab_null", '{"model_type": "llama", "hidden_size": 64, "intermediate
    '  "num_hidden_layers": 2, "vocab_size": null}\n', "field 'vocab_size' must be a positive integer (got null, a JSON null)", 2)
 hf("vocab_size_huge", hf_text { vocab_size = "4611686018427387904" }, "must be a shape of at most 2^48 elements")
 hf("n_embd_huge", hf_text { n_embd = "1099511627776" }, "must be a shape of at most 2^48 elements")
-hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)")
-hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)")
+hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)", hf_line("n_inner"))
+hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)", hf_line("n_head"))
 hf("n_positions_small", hf_text { n_positions = "4" }, "seq 8 exceeds n_positions 4")
 hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)", 11)
 hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
@@ -791,10 +806,11 @@ hf("switch_decoder_layers_huge_train", '{"model_type": "switch_transformers", "d
    '"num_heads": 32, "num_layers": 24, ' ..
    '"vocab_size": 32128}\n', "parameters, more than the 2^48 elements of the optimizer step's tensor", nil,
    (HF:gsub("inference", "train")))
-hf("n_layer_beyond_int64", hf_text { n_layer = "1e300" }, "field 'n_layer' must be a positive integer (got 1e+300)")
+hf("n_layer_beyond_int64", hf_text { n_layer = "1e300" }, "field 'n_layer' must be a positive integer (got 1e+300)",
+   hf_line("n_layer"))
 hf("model_type_object", hf_text { model_type = '{ "name": "gpt2" }' }, "has a model_type that is not a string (a JSON object or array)")
 hf("activation_unknown", hf_text { activation_function = '"swishy"' }, "activation_function = \"swishy\" is not modelled", 3)
-hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer")
+hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer", hf_line("n_layer"))
 hf("number_overflow", hf_text { n_layer = "1e999" }, "invalid JSON: number overflow parsing '1e999'")
 hf("nan_literal", hf_text { n_layer = "NaN" }, "invalid JSON", 8)
 hf("truncated", '{ "model_type": "gpt2", "n_layer": 2,', "invalid JSON", 1)
@@ -832,8 +848,39 @@ hf("deepseek_v2_norm_topk_string", '{"model_type": "deepseek_v2", "hidden_size":
    '"num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "kv_lora_rank": 16, "q_lora_rank": null, ' ..
    '"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": "false"}\n',
    "field 'norm_topk_prob' must be a boolean (got \"false\", a string)")
-hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)") -- beside n_positions: dropped
-hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)")
+hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)", hf_line("n_ctx")) -- dropped
+hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)",
+   #hf_keys + 2)
+-- a Llama-family config one key a line (the layout of HF's own files): each wrong value names its key's line
+local llama_keys = { "model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers",
+                     "vocab_size", "num_key_value_heads", "rope_scaling" }
+local llama_base = { model_type = '"llama"', hidden_size = "64", intermediate_size = "128", num_attention_heads = "4",
+                     num_hidden_layers = "2", vocab_size = "100", num_key_value_heads = "4", rope_scaling = "null" }
+local llama_lines, llama_line = json_config(llama_keys, llama_base)
+hf("llama_heads_string", llama_lines { num_attention_heads = '"32"' },
+   "field 'num_attention_heads' must be a positive integer (got \"32\", a string)", llama_line("num_attention_heads"))
+hf("llama_hidden_negative", llama_lines { hidden_size = "-4096" }, "field 'hidden_size' must be a positive integer (got -4096)",
+   llama_line("hidden_size"))
+hf("llama_layers_float", llama_lines { num_hidden_layers = "2.5" },
+   "field 'num_hidden_layers' must be a positive integer (got 2.5)", llama_line("num_hidden_layers"))
+hf("llama_rope_scaling_number", llama_lines { rope_scaling = "3" },
+   "key 'rope_scaling' must be a table of the RoPE scaling (or null) (got 3)", llama_line("rope_scaling"))
+hf("llama_heads_indivisible", llama_lines { num_attention_heads = "5", num_key_value_heads = "5" },
+   "hidden_size (64) must be divisible by num_attention_heads (5), or head_dim be given", llama_line("num_attention_heads"))
+hf("llama_kv_heads_indivisible", llama_lines { num_key_value_heads = "3" },
+   "num_attention_heads (4) must be divisible by num_key_value_heads (3)", llama_line("num_key_value_heads"))
+hf("llama_hidden_act", llama_lines({}, '  "hidden_act": "gelu"'),
+   "hidden_act \"gelu\" is not supported", #llama_keys + 2)
+hf("llama_tie_number", llama_lines({}, '  "tie_word_embeddings": 1'),
+   "field 'tie_word_embeddings' must be a boolean (got 1)", #llama_keys + 2)
+hf("llama_dropout_range", llama_lines({}, '  "attention_dropout": 1.5'),
+   "field 'attention_dropout' must be a number in [0, 1) (got 1.5)", #llama_keys + 2)
+hf("mixtral_topk_exceeds", (llama_lines({}, '  "num_local_experts": 2,\n  "num_experts_per_tok": 4')
+   :gsub('"llama"', '"mixtral"')), "num_experts_per_tok (4) exceeds num_local_experts (2)", #llama_keys + 3)
+hf("bert_hidden_act", '{\n  "model_type": "bert",\n  "hidden_size": 64,\n  "num_attention_heads": 4,\n' ..
+   '  "num_hidden_layers": 2,\n  "vocab_size": 100,\n  "hidden_act": "tanh"\n}\n', "hidden_act tanh is not supported", 7)
+hf("switch_sparse_step", '{\n  "model_type": "switch_transformers",\n  "num_layers": 4,\n  "num_decoder_layers": 4,\n' ..
+   '  "encoder_sparse_step": 3\n}\n', "layer counts must be multiples of the sparse steps (num_layers 4, encoder_sparse_step 3)", 5)
 case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",
        args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
        expect = "not a regular file (a FIFO)" }
@@ -943,6 +990,31 @@ dsc("header_only", ds:match("^[^\n]*\n"), "no rows to evaluate")
 dsc("empty", "", "empty CSV file (no header)")
 dsc("train_empty", "", "empty CSV file (no header)", nil, TRAIN)
 dsc("train_header_only", ds:match("^[^\n]*\n"), "no bmm rows to train on", nil, TRAIN)
+-- dtype spellings: scripts/collect writes Dtype as fp32|tf32|fp16|bf16|fp8, AIConfigurator its dtype columns as
+-- float16|bfloat16|fp8; a dtype in another file's spelling (PyTorch's torch.bfloat16, bf16 in an AIConfigurator file)
+-- is refused at its row. In an AIConfigurator file it was skipped as "not modelled" (eval: no rows, train: fewer).
+do
+  local function with_dtype(v)
+    local out, n = {}, 0
+    for l in ds:gmatch("([^\n]*)\n") do
+      n = n + 1
+      out[#out + 1] = l .. (n == 1 and ",Dtype" or "," .. (n == 2 and v or "bf16"))
+    end
+    return table.concat(out, "\n") .. "\n"
+  end
+  dsc("dtype_bfloat16", with_dtype("bfloat16"), "column 'Dtype' spells bf16 as 'bfloat16'; scripts/collect writes 'bf16'", 2)
+  dsc("dtype_torch_float16", with_dtype("torch.float16"), "column 'Dtype' spells fp16 as 'torch.float16'", 2)
+  dsc("train_dtype_torch_bfloat16", with_dtype("torch.bfloat16"), "column 'Dtype' spells bf16 as 'torch.bfloat16'", 2,
+      "train -q --family gemm_tc16 --epochs 2 --data {file} --out {out}")
+  local gemm = read("fixtures/aiconfigurator/gemm.csv")
+  dsc("aic_gemm_dtype_bf16", with_line(gemm, 3, function(l) return sub1(l, ",bfloat16,", ",bf16,") end),
+      "column 'gemm_dtype' spells bf16 as 'bf16'; AIConfigurator's files write 'bfloat16'", 3)
+  local attn = read("fixtures/aiconfigurator/context_attention.csv")
+  dsc("aic_attn_dtype_torch", with_line(attn, 2, function(l) return sub1(l, ",bfloat16,", ",torch.bfloat16,") end),
+      "column 'attn_dtype' spells bf16 as 'torch.bfloat16'", 2)
+  dsc("aic_kv_cache_dtype_fp16", with_line(attn, 2, function(l) return sub1(l, ",bfloat16,fp8,", ",bfloat16,fp16,") end),
+      "column 'kv_cache_dtype' spells fp16 as 'fp16'; AIConfigurator's files write 'float16'", 2)
+end
 
 -------------------------------------------------------------------------------------------------- Chrome traces
 local tr = read("fixtures/traces/chrome/tiny.json")

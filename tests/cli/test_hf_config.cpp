@@ -128,11 +128,12 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   r = run_cli("predict --model '" + none.string() + "'" + flags);
   CHECK(r.err == "neusight: " + none.string() + ": has no 'model_type'; supported: " + supported() + "\n");
 
-  // A builder's own check names the model (from the file name) and the field.
+  // A builder's own check names the file and the key's line, the model (from the file name) and the field.
   const auto partial = t.write("partial.json", R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 0})");
   r = run_cli("predict --model '" + partial.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err.rfind("neusight: gpt model 'partial': field 'n_embd' must be a positive integer (got 0)", 0) == 0);
+  CHECK(r.err.rfind("neusight: " + partial.string() + ":1: gpt model 'partial': field 'n_embd' must be a positive "
+                    "integer (got 0)", 0) == 0);
 }
 
 TEST_CASE("hf config: omitted keys take HF's defaults, unknown keys are errors", "[cli][hf][errors]") {

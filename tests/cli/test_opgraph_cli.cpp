@@ -12,6 +12,7 @@
 #include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "lua/session.h"
+#include "session_util.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
@@ -43,7 +44,7 @@ struct golden_stats {
 // max_<n>: engine/ingest/opgraph.cpp) change in the reference's own roofline forecast: {forward, backward + accumulate}
 // ms of the corrected graph minus the graph as traced, with `layers` replications. Zero for graphs without them.
 std::pair<double, double> correction_ms(const fs::path& graph, const ns::gpu_spec& gpu, int64_t layers, bool training) {
-  static ns::session s(ns::session_options{source_dir, {}, {}, {}, {}});
+  static ns::session s(ns_test::session_opts(source_dir));
   auto total = [&](const ns::opgraph_options& o) {
     ns::opgraph og = ns::opgraph_load(graph.string(), s.costing(), o);
     if (og.layer) ns::opgraph_replicate(og, layers);

@@ -1,8 +1,11 @@
 // tests/cli/test_rule_contracts_cli.cpp — what a user test (tester5, persona: extender) found of the op-rule contract:
 // fusion priced element-wise runs from its own table of bundled op names, so an overriding rule was bypassed and a new
 // rules.elementwise op was never fused (scripts/neusight/fusion.lua now asks the rules in force: field `fusion`).
-#include <catch2/catch.hpp>
+#include <algorithm>
+#include <string>
+#include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -39,6 +42,15 @@ json chain_rows(const std::string& act, const std::vector<std::pair<std::string,
   INFO(r.err);
   REQUIRE(r.code == 0);
   return json::parse(r.out)["ops"];
+}
+
+// A bundled Lua module (`rel` below the source tree) up to its final `return M`: a --scripts copy appends overrides
+// of its functions and returns M.
+std::string bundled_head(const std::string& rel) {
+  const std::string text = ns_test::slurp(ns_test::source_dir / rel);
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  return text.substr(0, end);
 }
 
 }  // namespace
@@ -82,15 +94,58 @@ TEST_CASE("tiling: a GEMM tile larger than any thread block is an error naming t
   // the bundled scripts/tiling/gemm.lua, its select() returning a 100000 x 100000 tile (a user test: gpt2_large was
   // forecast at 11 years, no warning)
   temp_dir t;
-  std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "tiling" / "gemm.lua");
-  const size_t end = text.rfind("return M");
-  REQUIRE(end != std::string::npos);
-  text = text.substr(0, end) + "local select = M.select\nfunction M.select(k, gpu)\n  local s = select(k, gpu)\n" +
-         "  s.tile_m, s.tile_k = 100000, 100000\n  return s\nend\nreturn M\n";
+  const std::string text = bundled_head("scripts/tiling/gemm.lua") +
+                           "local select = M.select\nfunction M.select(k, gpu)\n  local s = select(k, gpu)\n" +
+                           "  s.tile_m, s.tile_k = 100000, 100000\n  return s\nend\nreturn M\n";
   t.write("s/tiling/gemm.lua", text);
   const auto r = run_cli("predict --model gpt2_large --mode inference --batch 1 --seq 8 --gpu h100 --scripts '" +
                          (t.path / "s").string() + "'");
   CHECK(r.code == 1);
   CHECK(r.err.find("select(): tile_m and tile_k must be at most 1024 (got 100000 x 100000)") != std::string::npos);
   CHECK(r.err.find("tiling/gemm.lua") != std::string::npos);
+}
+
+TEST_CASE("tiling: an error a tiling rule raises keeps the rule's file and line through predict and eval kernels",
+          "[cli][tiling][rules]") {
+  // the bundled scripts/tiling/gemm.lua with a select() that raises: error() at level 1 (the rule's line) and a runtime
+  // error (indexing nil), each reported at that line with the kernel being tiled, never rewrapped without it
+  temp_dir t;
+  const std::string head = bundled_head("scripts/tiling/gemm.lua") + "function M.select(k, gpu)\n";
+  const auto line = std::count(head.begin(), head.end(), '\n') + 1;  // the body's first line
+  const std::pair<const char*, const char*> bodies[] = {
+      {"raise", "  error('this rule refuses a ' .. k.family .. ' kernel')\n"},
+      {"index", "  local none = nil\n  return none.tile\n"}};
+  for (const auto& [name, body] : bodies) {
+    const std::string dir = (t.path / name).string();
+    t.write(std::string(name) + "/tiling/gemm.lua", head + body + "end\nreturn M\n");
+    const std::string at = dir + "/tiling/gemm.lua:" + std::to_string(line + (std::string(name) == "index"));
+    for (const std::string& cmd : std::vector<std::string>
+         {"predict --model gpt2_large --mode inference --batch 1 --seq 8 --gpu h100 --scripts '" + dir + "'",
+          "eval kernels '" + (ns_test::source_dir / "tests" / "fixtures" / "bench" / "bmm_small.csv").string() +
+              "' --scripts '" + dir + "' --format json"}) {
+      INFO(cmd);
+      const auto r = run_cli(cmd);
+      INFO(r.err);
+      CHECK(r.code == 1);
+      CHECK(r.err.find("neusight: " + at + ": ") != std::string::npos);
+      CHECK(r.err.find("while selecting the tile of kernel ") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("kernel costs: an error neusight.kernels raises keeps its file and line and names the reader's row",
+          "[cli][kernels][rules]") {
+  // session::kernel_costs's catch: a message with a position (this rule's line) is kept as raised, with the row being
+  // read (bmm_small.csv:2) after it; it is neither swallowed nor rewrapped into one without the rule's line
+  temp_dir t;
+  const std::string head = bundled_head("scripts/neusight/kernels.lua") + "function M.bmm(b, m, n, k, dtype)\n";
+  const auto line = std::count(head.begin(), head.end(), '\n') + 1;
+  t.write("s/neusight/kernels.lua", head + "  error('this rule refuses bmm')\nend\nreturn M\n");
+  const std::string csv = (ns_test::source_dir / "tests" / "fixtures" / "bench" / "bmm_small.csv").string();
+  const auto r = run_cli("eval kernels '" + csv + "' --scripts '" + (t.path / "s").string() + "' --format json");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("neusight: " + (t.path / "s").string() + "/neusight/kernels.lua:" + std::to_string(line) +
+                   ": this rule refuses bmm") != std::string::npos);
+  CHECK(r.err.find("while costing kernel BMM of " + csv + ":2") != std::string::npos);
 }

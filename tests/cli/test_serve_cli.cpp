@@ -419,7 +419,7 @@ TEST_CASE("serve: weights beyond the GPU's memory leave no KV cache: an error - 
   // 90 % of what the L4 reports (gpus/l4.toml mem_reported_gib 22.0: 23.6e9 B, a little under its 24 GB)
   const std::string why = "the weights alone (141.1 GB per GPU) exceed 90 % of the 22.0 GiB the GPU reports (21.3 GB, "
                           "--gpu-memory-utilization 0.9): no room for a KV cache";
-  for (const std::string& how : {"--batch 1", "--batch 1 --format json", "--rate 1 --requests 10"}) {
+  for (const char* how : {"--batch 1", "--batch 1 --format json", "--rate 1 --requests 10"}) {
     const auto r = run_cli(base + how);
     INFO(how << "\n" << r.err);
     CHECK(r.code == 1);

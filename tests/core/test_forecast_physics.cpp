@@ -18,6 +18,7 @@
 #include "core/tile_model.h"
 #include "core/weights.h"
 #include "lua/session.h"
+#include "session_util.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -27,7 +28,7 @@ namespace {
 struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
-  forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}, {}}),
+  forecaster() : s(ns_test::session_opts(ns_test::source_dir)),
                  pred(predictor_make("neusight", ns_test::source_dir / "weights")) {
     pred->train_convention_set(s.training_convention());
   }

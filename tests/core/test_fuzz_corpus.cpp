@@ -163,7 +163,8 @@ TEST_CASE("fuzz finding: a whole-number float in a config.json is the integer it
   // a whole number beyond int64 is refused (found next: regressions/hf_config/deepseek_experts_per_tok_2.7e70.json,
   // where "%d" raised "number has no integer representation" in deepseek.lua)
   CHECK_THROWS_WITH(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "1e300"), "m"),
-                    Catch::StartsWith("moe model 'm': field 'vocab_size' must be a positive integer (got 1e+300)") &&
+                    Catch::StartsWith("m/config.json:1: moe model 'm': field 'vocab_size' must be a positive integer "
+                                      "(got 1e+300)") &&
                         Catch::Contains("while building the model of command line (--model m/config.json)"));
 }
 

@@ -11,6 +11,7 @@
 #include "core/roofline.h"
 #include "core/text.h"
 #include "lua/session.h"
+#include "session_util.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -20,7 +21,7 @@ namespace {
 const std::string fixture = (ns_test::source_dir / "tests/fixtures/neusight/opgraph").string();
 
 session& lua() {
-  static session s(session_options{ns_test::source_dir, {}, {}, {}, {}});
+  static session s(ns_test::session_opts(ns_test::source_dir));
   return s;
 }
 // neusight.kernels' cost formulas for the graphs' Linear and BMM kernels.
@@ -123,7 +124,7 @@ TEST_CASE("opgraph: VEC kernels take their FLOPs from neusight.kernels and keep 
                         {{"local SOFTMAX_FLOPS = 5", "local SOFTMAX_FLOPS = 7"},
                          {"local LAYERNORM_FLOPS = 6", "local LAYERNORM_FLOPS = 9"},
                          {"add  = { flops = 1, reads = 2 }", "add  = { flops = 3, reads = 2 }"}});
-  session user(session_options{ns_test::source_dir, {}, {}, {t.path / "k"}, {}});
+  session user(ns_test::session_opts(ns_test::source_dir, {t.path / "k"}));
   const opgraph og = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv", user.costing());
   const double bh = 1024.0 * 1280;
   CHECK(first_kernel(og, "transformer_h_0_ln_1", phase::forward).k.flops == 9 * bh);
@@ -165,14 +166,15 @@ TEST_CASE("opgraph: a GEMM operand past neusight.kernels' limit is an error at i
   const std::string bmm = "bmm,bmm,\"[['BMM', (65536, 65536, 65537, 2)]]\",[],[],set(),set(),[],\"(1,)\"\n";
   CHECK_THROWS_WITH(opgraph_parse(header + bmm, "g.csv", costs()),
                     "g.csv:2: column 'FwOps': kernel 'BMM': bad argument to 'bmm' (operand A has more than 2^48 elements)");
-  // a user's kernels.lua of a smaller limit (2^20 elements): the reader refuses what it refuses, at the row
+  // a user's kernels.lua of a smaller limit (2^20 elements): the reader refuses what it refuses, at the row, and the
+  // message gives that limit (MAX_LOG2 makes the limit and its text: the messages said 2^48 whatever the limit)
   const ns_test::temp_dir t;
-  ns_test::override_dir(t, "k", "kernels", "", {{"local MAX_ELEMENTS = 1 << 48", "local MAX_ELEMENTS = 1 << 20"}});
-  session user(session_options{ns_test::source_dir, {}, {}, {t.path / "k"}, {}});
+  ns_test::override_dir(t, "k", "kernels", "", {{"local MAX_LOG2 = 48", "local MAX_LOG2 = 20"}});
+  session user(ns_test::session_opts(ns_test::source_dir, {t.path / "k"}));
   const std::string small = "fc,linear,\"[['Linear', (2048, 1024, 512)]]\",[],[],set(),set(),[],\"(1,)\"\n";
   CHECK_NOTHROW(opgraph_parse(header + small, "g.csv", costs()));
   CHECK_THROWS_WITH(opgraph_parse(header + ok_row + small, "g.csv", user.costing()),
-                    "g.csv:3: column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^48 "
+                    "g.csv:3: column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^20 "
                     "elements)");
 }
 
@@ -469,7 +471,7 @@ TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kerne
            "return { name = 'maximum', doc = 'a test rule', check = function() end, saves = function() return 0 end,\n"
            "  forward = function(node) return { K.vec('maxu', 64, 8, node.dtype, { bytes = 7 }) } end,\n"
            "  backward = false }\n");
-    session user(session_options{ns_test::source_dir, {ops.path}, {}, {}, {}});
+    session user(ns_test::session_opts(ns_test::source_dir, {}, {ops.path}));
     const opgraph mine = opgraph_parse(rows, "d/custom-train-8-2.csv", costs(), {true, user.rule_kernels()});
     REQUIRE(mine.kernels.size() == 1 + 1);  // its forward (backward = false) and max_3's VECadd
     CHECK(first_kernel(mine, "max_1", phase::forward).k.bytes == 7);

@@ -15,6 +15,7 @@
 #include "core/tile_model.h"
 #include "core/weights.h"
 #include "lua/session.h"
+#include "session_util.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -31,7 +32,7 @@ kernel linear(int64_t m, int64_t in, int64_t out, const std::string& dtype) {
 
 // neusight.kernels' cost formulas for the rows bench_load reads.
 kernel_costing costs() {
-  static session s(session_options{source_dir, {}, {}, {}, {}});
+  static session s(ns_test::session_opts(source_dir));
   return s.costing();
 }
 

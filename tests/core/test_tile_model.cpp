@@ -10,6 +10,7 @@
 #include "core/tile_model.h"
 #include "core/weights.h"
 #include "lua/session.h"
+#include "session_util.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -22,7 +23,7 @@ const gpu_spec h100 =
 
 // The bundled scripts' training convention (scripts/neusight/kernels.lua train_convention), as a session reads it.
 const train_convention& bundled_convention() {
-  static session s(session_options{source_dir, {}, {}, {}, {}});
+  static session s(ns_test::session_opts(source_dir));
   return s.training_convention();
 }
 
@@ -118,8 +119,8 @@ TEST_CASE("the tile model sees the training convention of neusight.kernels (a Lu
   const ns_test::temp_dir t;
   ns_test::override_dir(t, "k", "kernels", "", {{"local LAYERNORM_FLOPS = 6", "local LAYERNORM_FLOPS = 12"},
                                                 {"add  = { flops = 1, reads = 2 }", "add  = { flops = 1, reads = 4 }"}});
-  session user(session_options{source_dir, {}, {}, {t.path / "k"}, {}});
-  session base(session_options{source_dir, {}, {}, {}, {}});
+  session user(ns_test::session_opts(source_dir, {t.path / "k"}));
+  session base(ns_test::session_opts(source_dir));
   CHECK(user.training_convention().of(family::layernorm).flops == 12);
   CHECK(user.training_convention().of(family::elementwise).bytes_max == 20);  // VECadd fp32: 4 reads + 1 write
   CHECK(base.training_convention().of(family::layernorm).flops == 6);
@@ -162,10 +163,10 @@ TEST_CASE("a kernels.lua train_convention with a misspelt family or bad numbers 
   ns_test::override_dir(t, "bad", "kernels",
                         "function M.train_convention() return { elementwise = { flops = 1, bytes_min = 12, bytes_max = 8 }, "
                         "softmax = " + fam + ", layernorm = " + fam + " } end");
-  session typo(session_options{source_dir, {}, {}, {t.path / "typo"}, {}});
+  session typo(ns_test::session_opts(source_dir, {t.path / "typo"}));
   CHECK_THROWS_WITH(typo.training_convention(), Catch::Matchers::Contains("train_convention(): unknown family 'layernrom' "
                                                                            "(did you mean 'layernorm'?)"));
-  session bad(session_options{source_dir, {}, {}, {t.path / "bad"}, {}});
+  session bad(ns_test::session_opts(source_dir, {t.path / "bad"}));
   CHECK_THROWS_WITH(bad.training_convention(),
                     Catch::Matchers::Contains("train_convention(): family 'elementwise' needs flops > 0 and 0 < bytes_min "
                                               "<= bytes_max (per element), got 1, 12, 8"));
@@ -217,7 +218,7 @@ TEST_CASE("MLP backward agrees with finite differences", "[mlp]") {
 namespace {
 std::vector<train_sample> fixture_samples() {
   const gpu_catalog cat(source_dir / "gpus");
-  session s(session_options{source_dir, {}, {}, {}, {}});
+  session s(ns_test::session_opts(source_dir));
   const bench_data d =
       bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, s.costing(), bench_use::train, family::layernorm);
   std::vector<train_sample> out;
@@ -297,7 +298,7 @@ TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[we
 // rows are eager per-op timings (their least is the host's launch path): they get none.
 TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, written and read back", "[weights]") {
   const gpu_catalog cat(source_dir / "gpus");
-  session s(session_options{source_dir, {}, {}, {}, {}});
+  session s(ns_test::session_opts(source_dir));
   const bench_data d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, s.costing(),
                                   bench_use::train, family::gemm_tc16);
   REQUIRE(d.rows.size() >= 2);

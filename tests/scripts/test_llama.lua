@@ -268,18 +268,7 @@ end
 -- rank's one key/value head is shared by 2 ranks: the fused node's model FLOPs count tp · its 4 heads over the model's
 -- 48, 4 / 3 copies), with or without sequence parallelism. Phi-3's checkpoint fuses them already, in both graphs.
 function T.test_megatron_linear_qkv_and_fc1_are_one_gemm_each_way()
-  local function gemms(nodes, pattern)
-    local fw, bw, names = 0, 0, {}
-    for _, n in ipairs(nodes) do
-      if n.layer == "layers" and n.name:match(pattern) then
-        local f, b = kernels(n, true)
-        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
-        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
-        names[#names + 1] = n.name
-      end
-    end
-    return fw, bw, table.concat(names, " ")
-  end
+  local function gemms(nodes, pattern) return t.gemm_counts(nodes, "layers", pattern, true) end
   local QKV, FC1 = "^layers%.self_attn%.[qkv]+_proj$", "^layers%.mlp%.[gateup_]+proj$"
   local node_saved = require("neusight.memory").node_saved
   for _, case in ipairs { { "llama3_8b", 1 }, { "llama3_8b", 2, true }, { "llama3_8b", 16 }, { "qwen25_7b", 4 },
@@ -809,13 +798,13 @@ function T.test_phi3_gemma_refusals()
     from, { model_type = "phi3", partial_rotary_factor = 0.75 })
   raises([[c.json: resid_pdrop = 0.1 is not modelled by the llama builder (scripts/neusight/models/llama.lua builds 0 only)]],
     from, { model_type = "phi3", resid_pdrop = 0.1 })
-  raises([[llama model 'c': hidden_act "gelu_new" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu_new" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma", hidden_act = "gelu_new" })
-  raises([[llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+  raises([[c.json: llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma2", hidden_activation = "silu" })
-  raises([[llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
     build, { model_type = "phi3", hidden_act = "gelu" })
-  raises([[llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
+  raises([[c.json: llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
     build, { model_type = "gemma2", attn_logit_softcapping = -1 })
   raises([[c.json: unknown key 'query_pre_attn_scalar' for model_type "gemma"]],
     from, { model_type = "gemma", query_pre_attn_scalar = 256 })

@@ -23,6 +23,22 @@ local function saved_per_layer(nodes)
   return layer, other
 end
 
+-- The GEMM weights autocast casts: a linear's I·O once, a grouped_linear's for each of its attrs.experts; a
+-- grouped_linear without that count is an error (it was taken as 1 expert: E - 1 experts' weights left out).
+function T.test_gemm_weight_elems_counts_every_expert_and_refuses_a_missing_count()
+  local lin = make_node { op = "linear", name = "l", inputs = { { 2, 8, 16 } }, output = { 2, 8, 32 } }
+  local function grouped(attrs)
+    return make_node { op = "grouped_linear", name = "g", inputs = { { 6, 16 } }, output = { 6, 32 }, attrs = attrs,
+                       count = 2 }
+  end
+  eq(memory.gemm_weight_elems { lin, grouped { experts = 4 } }, 16 * 32 + 4 * 16 * 32 * 2, "one weight, 4 experts x 2")
+  for _, attrs in ipairs { {}, { experts = 0 }, { experts = 2.5 }, { experts = "4" } } do
+    local ok, err = pcall(memory.gemm_weight_elems, { lin, grouped(attrs) })
+    assert(not ok and tostring(err):find("node 'g': grouped_linear needs attrs.experts", 1, true),
+      "experts " .. tostring(attrs.experts) .. ": " .. tostring(err))
+  end
+end
+
 function T.test_gpt2_fp32_eager_saved_bytes_per_layer_closed_form()
   -- HF's eager graph in fp32 (e = 4 B), per layer, what autograd keeps (the op list of models/gpt.lua):
   --   ln_1, ln_2        input (2·sbh·e) + fp32 mean and rstd per row (2 · 2·4·sb)

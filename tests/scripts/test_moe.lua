@@ -343,10 +343,7 @@ end
 
 -- Expert parallelism: E / ep experts per rank, the same routed rows (n·k) through them, two all-to-alls per layer.
 function T.test_expert_parallel()
-  local function ep_plan(ep, tp, batch)
-    local link = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
-    return P.plan(P.normalize { dp = ep, ep = ep, tp = tp }, link, { batch = batch, dtype = "fp32", mode = "train" })
-  end
+  local ep_plan = require("neusight.testing").ep_plan
   local cfg, b, s = TINY_QWEN3, 2, 16 -- 8 experts, top 2: 64 routed rows
   local one = moe.build(cfg, { batch = b, seq = s, training = true })
   local function experts(n) return n.attrs.expert == true end

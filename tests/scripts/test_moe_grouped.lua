@@ -7,7 +7,6 @@ local moe = require "neusight.models.moe"
 local deepseek = require "neusight.models.deepseek"
 local presets = require "neusight.models.presets"
 local workload = require "neusight.workload"
-local P = require "neusight.parallel"
 
 local t = require("neusight.testing").bind(load_op, make_node)
 local eq, total_params, tp_plan, matmul_flops = t.eq, t.params, t.tp_plan, t.matmul_flops
@@ -221,10 +220,7 @@ function T.test_grouped_tensor_and_sequence_parallel()
 end
 
 function T.test_grouped_expert_parallel()
-  local function ep_plan(ep, tp, batch)
-    local link = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
-    return P.plan(P.normalize { dp = ep, ep = ep, tp = tp }, link, { batch = batch, dtype = "fp32", mode = "train" })
-  end
+  local ep_plan = require("neusight.testing").ep_plan
   for _, cfg in ipairs { TINY_QWEN3, TINY_DS } do
     local b, s = 2, 16 -- 8 experts, top 2: 64 routed rows
     local one = build(cfg, { batch = b, seq = s, training = true, experts = "grouped" })

@@ -6,7 +6,6 @@ local K = require "neusight.kernels"
 local moe = require "neusight.models.moe"
 local deepseek = require "neusight.models.deepseek"
 local workload = require "neusight.workload"
-local P = require "neusight.parallel"
 
 local t = require("neusight.testing").bind(load_op, make_node)
 local eq, raises = t.eq, require("neusight.testing").raises
@@ -98,10 +97,7 @@ function T.test_busiest_rank_rows()
   raises("moe: router_skew must be \"uniform\", \"balanced\" or a number >= 1 (got 0.5)", moe.router_skew, 0.5)
 end
 
-local function ep_plan(ep, batch)
-  local link = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
-  return P.plan(P.normalize { dp = ep, ep = ep }, link, { batch = batch, dtype = "fp32", mode = "train" })
-end
+local function ep_plan(ep, batch) return require("neusight.testing").ep_plan(ep, nil, batch) end
 
 local function signature(nodes)
   local out = {}

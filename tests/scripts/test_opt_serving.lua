@@ -224,18 +224,7 @@ function T.test_opt_megatron_one_qkv_gemm()
     table.sort(out)
     return out
   end
-  local function gemms(nodes, training)
-    local fw, bw, names = 0, 0, {}
-    for _, n in ipairs(nodes) do
-      if n.layer == "layers" and n.name:match(QKV) then
-        local f, b = kernels(n, training)
-        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
-        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
-        names[#names + 1] = n.name
-      end
-    end
-    return ("%d %d %s"):format(fw, bw, table.concat(names, " "))
-  end
+  local function gemms(nodes, training) return ("%d %d %s"):format(t.gemm_counts(nodes, "layers", QKV, training)) end
   local cfg = presets.opt_13
   local h, nh = cfg.hidden_size, cfg.num_attention_heads
   for _, case in ipairs { { "prefill", 4, 512, "sdpa" }, { "prefill", 2, 300, "eager" }, { "decode", 4, 700, "sdpa" },

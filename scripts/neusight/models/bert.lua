@@ -55,15 +55,16 @@ local function check(cfg, opts)
                          "vocab_size", "max_position_embeddings", "type_vocab_size" }, { "num_labels" })
   checks.booleans(who, cfg, { "tie_word_embeddings" })
   for _, k in ipairs { "max_position_embeddings", "type_vocab_size" } do -- embedding tables: no node's shape
-    checks.table_size(who, k, cfg[k], cfg.hidden_size)
+    checks.table_size(who, cfg, k, cfg[k], cfg.hidden_size)
   end
   checks.divisible(who, cfg, "hidden_size", cfg.hidden_size, "num_attention_heads", cfg.num_attention_heads)
   local act = cfg.hidden_act or "gelu"
   if not ACTIVATIONS[act] then
-    error(("%s: hidden_act %s is not supported (\"gelu\" or \"relu\")"):format(who, tostring(act)), 0)
+    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (\"gelu\" or \"relu\")"):format(who, tostring(act)))
   end
   if cfg.head ~= nil and not HEADS[cfg.head] then
-    error(("%s: head %s is not supported (\"classification\" or \"pretraining\")"):format(who, tostring(cfg.head)), 0)
+    checks.fail(cfg, "head", ("%s: head %s is not supported (\"classification\" or \"pretraining\")"):format(who,
+      tostring(cfg.head)))
   end
   checks.batch_seq(who, opts, cfg.max_position_embeddings, "max_position_embeddings")
 end

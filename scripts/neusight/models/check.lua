@@ -23,42 +23,63 @@ local function shown(v)
 end
 M.shown = shown -- the builders' field messages: "sliding_window": "4096" is no integer, "use_sliding_window": "true" no boolean
 
---- Raises "<who>: a (va) must be divisible by b (vb)<tail>" unless it is. The fields are named as the builder reads
---- them, which for a config.json are its keys (neusight.models.hf TYPES); for a model read from one
---- (neusight.models.hf config_key) the error starts with the file and the line of key b (else of a) — the keys' values
---- are the file's — and names a key the file does not hold, whose default applies: "dir/config.json:5: llama model
---- 'm': num_attention_heads (8) must be divisible by num_key_value_heads (3)". `cfg` is the config as given.
-function M.divisible(who, cfg, a, va, b, vb, tail)
-  if va % vb == 0 then return end
+--- Where fields `fields` (a builder field or a list of them) of config table `cfg` stand in the config.json it was read
+--- from (neusight.models.hf config_key and config_null; nil for a table no file gave: a preset, or a script's table,
+--- which neusight.workload positions by the script's text): "<file>:<line>" at the line of the first of them whose key
+--- (or null) the file holds on a line it gives, else "<file>"; and a note (else "") naming those of them the file does
+--- not hold (the default applies) and one it holds under another key ("n_positions: key 'n_ctx'").
+---@return string? where
+---@return string note
+function M.where(cfg, fields)
+  if type(fields) ~= "table" then fields = { fields } end
   local hf = require "neusight.models.hf"
-  local path = hf.config_key and hf.config_key(cfg, a)
-  local msg = ("%s: %s (%d) must be divisible by %s (%d)%s"):format(who, a, va, b, vb, tail or "")
-  if not path then error(msg, 0) end
-  local line, unset = nil, {}
-  for _, field in ipairs { b, a } do
+  local path = hf.config_key(cfg, fields[1])
+  if not path then return nil, "" end
+  local line, notes, unset = nil, {}, {}
+  for _, field in ipairs(fields) do
     local _, key, at = hf.config_key(cfg, field)
+    if not key then _, key, at = hf.config_null(cfg, field) end
     line = line or at
-    if not key then unset[#unset + 1] = field end
+    if not key then
+      unset[#unset + 1] = field
+    elseif key ~= field then
+      notes[#notes + 1] = ("%s: key '%s'"):format(field, key)
+    end
   end
   if #unset > 0 then
-    msg = msg .. (" (%s: not in the file, the default)"):format(table.concat(unset, ", "))
+    local default = cfg[unset[1]] ~= nil and ", the default" or ""
+    notes[#notes + 1] = ("%s: not in the file%s"):format(table.concat(unset, ", "), default)
   end
-  error(("%s%s: %s"):format(path, line and ":" .. line or "", msg), 0)
+  return path .. (line and ":" .. line or ""), #notes > 0 and (" (%s)"):format(table.concat(notes, "; ")) or ""
 end
 
---- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
---- float back as the integer it equals. Keys listed in `optional` may also be nil. `from`: the config as given, when
---- `cfg` is a builder's copy of it (default cfg): a field that was null in its config.json (neusight.models.hf
---- config_null) reads "(got null, a JSON null)" after the file and the key's line, not the false or nil it became.
+--- Raises `msg` ("<who>: field 'k' must be …"), the way every error about a field of a model config is raised: led by
+--- the config file and the line of the first of `fields` (M.where) where `cfg` was read from a config.json (`cfg`: the
+--- config as given, not a builder's copy of it), at level 0 (the position that matters is the file's, not this code's).
+function M.fail(cfg, fields, msg)
+  local where, note = M.where(cfg, fields)
+  if where then msg = ("%s: %s%s"):format(where, msg, note) end
+  error(msg, 0)
+end
+
+--- Raises "<who>: a (va) must be divisible by b (vb)<tail>" unless it is (M.fail: for a model read from a config.json,
+--- after the file and the line of key b, else of a: "dir/config.json:5: llama model 'm': num_attention_heads (8) must
+--- be divisible by num_key_value_heads (3)"; a field the file does not hold is named, its default applies). `cfg` is
+--- the config as given.
+function M.divisible(who, cfg, a, va, b, vb, tail)
+  if va % vb == 0 then return end
+  M.fail(cfg, { b, a }, ("%s: %s (%d) must be divisible by %s (%d)%s"):format(who, a, va, b, vb, tail or ""))
+end
+
+--- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key (M.fail), and stores a
+--- whole-number float back as the integer it equals. Keys listed in `optional` may also be nil. `from`: the config as
+--- given, when `cfg` is a builder's copy of it (default cfg): a field that was null in its config.json
+--- (neusight.models.hf config_null) reads "(got null, a JSON null)", not the false or nil it became.
 function M.counts(who, cfg, required, optional, from)
   local function bad(key)
-    local path, null_key, line = require("neusight.models.hf").config_null(from or cfg, key)
-    if null_key then
-      local named = null_key ~= key and (" (key '%s')"):format(null_key) or ""
-      error(("%s%s: %s: field '%s'%s must be a positive integer (got null, a JSON null)")
-        :format(path, line and ":" .. line or "", who, key, named), 0)
-    end
-    error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
+    local null = select(2, require("neusight.models.hf").config_null(from or cfg, key))
+    M.fail(from or cfg, key, ("%s: field '%s' must be a positive integer (got %s)")
+      :format(who, key, null and "null, a JSON null" or shown(cfg[key])))
   end
   for _, key in ipairs(required) do
     local n = count_of(cfg[key])
@@ -75,7 +96,7 @@ function M.counts(who, cfg, required, optional, from)
 end
 
 --- Raises "<who>: unknown field 'k' (did you mean 'x'?)" for the first key of cfg (sorted) that is not in the
---- `known` list (a did-you-mean among them when one is close, as for workload fields).
+--- `known` list (a did-you-mean among them when one is close, as for workload fields; M.fail).
 function M.known(who, cfg, known)
   local set, keys = {}, {}
   for _, k in ipairs(known) do set[k] = true end
@@ -85,28 +106,30 @@ function M.known(who, cfg, known)
   if #keys == 0 then return end
   table.sort(keys)
   local best = require("neusight.workload").did_you_mean(keys[1], known)
-  error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
+  M.fail(cfg, keys[1], ("%s: unknown field '%s'%s"):format(who, keys[1],
+    best and (" (did you mean '%s'?)"):format(best) or ""))
 end
 
 --- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
---- boolean (`do_layer_norm_before = { true }` was truthy and taken as true).
-function M.booleans(who, cfg, keys)
+--- boolean (`do_layer_norm_before = { true }` was truthy and taken as true; M.fail). `from`: the config as given, when
+--- `cfg` is a builder's copy of it (default cfg).
+function M.booleans(who, cfg, keys, from)
   for _, key in ipairs(keys) do
     local v = cfg[key]
     if v ~= nil and type(v) ~= "boolean" then
-      error(("%s: field '%s' must be a boolean (got %s)"):format(who, key,
-        shown(v)), 0)
+      M.fail(from or cfg, key, ("%s: field '%s' must be a boolean (got %s)"):format(who, key, shown(v)))
     end
   end
 end
 
 --- Raises "<who>: field 'k' makes a table of v x width, more than 2^48 elements" when a count that sizes an
 --- embedding table (rows of `width`) makes one beyond the shapes' 2^48 elements: the table is a parameter count, not
---- a shape the node checks, and n_positions = 2^62 made its integer product wrap to 0 parameters (exit 0).
-function M.table_size(who, key, rows, width)
-  if rows * 1.0 * width > 2 ^ 48 then
-    error(("%s: field '%s' makes a table of %s x %s, more than 2^48 elements"):format(who, key, tostring(rows),
-      tostring(width)), 0)
+--- a shape the node checks, and n_positions = 2^62 made its integer product wrap to 0 parameters (exit 0). M.fail.
+function M.table_size(who, cfg, key, rows, width)
+  local K = require "neusight.kernels" -- the shapes' limit, K.MAX_ELEMENTS
+  if rows * 1.0 * width > K.MAX_ELEMENTS then
+    M.fail(cfg, key, ("%s: field '%s' makes a table of %s x %s, more than %s elements"):format(who, key,
+      tostring(rows), tostring(width), K.MAX_ELEMENTS_TEXT))
   end
 end
 
@@ -166,7 +189,8 @@ M.NEUTRAL = {
 }
 
 --- Raises "<who>: <noun> 'k' <problem> (got v)" for the first key of `keys` (sorted) that cfg sets to a value
---- M.NEUTRAL refuses; keys it does not list are not looked at. `noun` defaults to "field".
+--- M.NEUTRAL refuses (M.fail; who nil: "<noun> 'k' …", for a config.json's own object, whose file M.fail names);
+--- keys it does not list are not looked at. `noun` defaults to "field".
 function M.neutral(who, cfg, keys, noun)
   local sorted = {}
   for _, k in ipairs(keys) do sorted[#sorted + 1] = k end
@@ -175,8 +199,8 @@ function M.neutral(who, cfg, keys, noun)
     local v, check = cfg[k], M.NEUTRAL[k]
     local problem = v ~= nil and check and check(v)
     if problem then
-      error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem,
-        shown(v)), 0)
+      M.fail(cfg, k, ("%s%s '%s' %s (got %s)"):format(who and who .. ": " or "", noun or "field", k, problem,
+        shown(v)))
     end
   end
 end

@@ -173,7 +173,8 @@ function M.config(cfg)
   local who = ("deepseek model '%s'"):format(tostring(cfg.name or "?"))
   local mt = cfg.model_type or "deepseek_v3"
   if not M.DEFAULTS[mt] then
-    error(("%s: model_type %s is not supported (\"deepseek_v3\" or \"deepseek_v2\")"):format(who, show(mt)), 0)
+    checks.fail(cfg, "model_type", ("%s: model_type %s is not supported (\"deepseek_v3\" or \"deepseek_v2\")")
+      :format(who, show(mt)))
   end
   local known = M.fields(mt)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
@@ -193,7 +194,8 @@ function M.config(cfg)
   if v2 then c.rope_interleave = true end
   local method = v2 and c.topk_method or "noaux_tc"
   if v2 and method ~= "greedy" and method ~= "group_limited_greedy" then
-    error(("%s: topk_method %s is not supported (\"greedy\" or \"group_limited_greedy\")"):format(who, show(method)), 0)
+    checks.fail(cfg, "topk_method", ("%s: topk_method %s is not supported (\"greedy\" or \"group_limited_greedy\")")
+      :format(who, show(method)))
   end
   -- DeepSeek-V2 with n_routed_experts None: every layer dense (the header); the routing fields are then unread
   local all_dense = v2 and c.n_routed_experts == nil
@@ -210,47 +212,56 @@ function M.config(cfg)
     cfg)
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
-      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
+      checks.fail(cfg, k, ("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])))
     end
   end
   if c.hidden_act ~= "silu" then
-    error(("%s: hidden_act %s is not supported (DeepSeek's MLPs are SwiGLU: \"silu\")"):format(who, show(c.hidden_act)), 0)
+    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (DeepSeek's MLPs are SwiGLU: \"silu\")")
+      :format(who, show(c.hidden_act)))
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
-    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, checks.shown(p)), 0)
+    checks.fail(cfg, "attention_dropout", ("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)")
+      :format(who, checks.shown(p)))
   end
   local fk = c.first_k_dense_replace
   if type(fk) ~= "number" or fk < 0 or fk ~= math.floor(fk) then
-    error(("%s: field 'first_k_dense_replace' must be a non-negative integer (got %s)"):format(who, checks.shown(fk)), 0)
+    checks.fail(cfg, "first_k_dense_replace", ("%s: field 'first_k_dense_replace' must be a non-negative integer "
+      .. "(got %s)"):format(who, checks.shown(fk)))
   end
   local rsf = c.routed_scaling_factor
   if type(rsf) ~= "number" or not (rsf > 0 and rsf < math.huge) then
-    error(("%s: field 'routed_scaling_factor' must be a positive number (got %s)"):format(who, checks.shown(rsf)), 0)
+    checks.fail(cfg, "routed_scaling_factor", ("%s: field 'routed_scaling_factor' must be a positive number (got %s)")
+      :format(who, checks.shown(rsf)))
   end
   local nh = c.num_attention_heads
   if c.num_key_value_heads and c.num_key_value_heads ~= nh then
-    error(("%s: num_key_value_heads (%d) must equal num_attention_heads (%d): kv_b_proj makes a key and a value per "
-      .. "query head, and HF's repeat_kv would repeat them %d / %d times"):format(who, c.num_key_value_heads, nh, nh,
-      c.num_key_value_heads), 0)
+    checks.fail(cfg, { "num_key_value_heads", "num_attention_heads" }, ("%s: num_key_value_heads (%d) must equal "
+      .. "num_attention_heads (%d): kv_b_proj makes a key and a value per query head, and HF's repeat_kv would repeat "
+      .. "them %d / %d times"):format(who, c.num_key_value_heads, nh, nh, c.num_key_value_heads))
   end
   if c.qk_rope_head_dim % 2 ~= 0 then
-    error(("%s: qk_rope_head_dim (%d) must be even (rotate_half splits it in two)"):format(who, c.qk_rope_head_dim), 0)
+    checks.fail(cfg, "qk_rope_head_dim", ("%s: qk_rope_head_dim (%d) must be even (rotate_half splits it in two)")
+      :format(who, c.qk_rope_head_dim))
   end
   local E, G, TG, k = c.n_routed_experts, c.n_group, c.topk_group, c.num_experts_per_tok
   if grouped then
     local least = method == "noaux_tc" and 2 or 1
     if E % G ~= 0 or E // G < least then
-      error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d)%s"):format(who, E, G, least == 2
-        and " with at least 2 experts per group (the group score is the sum of each group's top 2)" or ""), 0)
+      checks.fail(cfg, { "n_group", "n_routed_experts" }, ("%s: n_routed_experts (%d) must be a multiple of n_group "
+        .. "(%d)%s"):format(who, E, G, least == 2
+        and " with at least 2 experts per group (the group score is the sum of each group's top 2)" or ""))
     end
-    if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
+    if TG > G then
+      checks.fail(cfg, { "topk_group", "n_group" }, ("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G))
+    end
     if k > TG * (E // G) then
-      error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
-        TG * (E // G), TG), 0)
+      checks.fail(cfg, { "num_experts_per_tok", "topk_group" }, ("%s: num_experts_per_tok (%d) exceeds the %d "
+        .. "experts of topk_group (%d) groups"):format(who, k, TG * (E // G), TG))
     end
   elseif not all_dense and k > E then
-    error(("%s: num_experts_per_tok (%d) exceeds n_routed_experts (%d)"):format(who, k, E), 0)
+    checks.fail(cfg, { "num_experts_per_tok", "n_routed_experts" }, ("%s: num_experts_per_tok (%d) exceeds "
+      .. "n_routed_experts (%d)"):format(who, k, E))
   end
   local L = c.num_hidden_layers
   local r = {

@@ -52,7 +52,7 @@ local function check(cfg, opts)
   checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
   checks.booleans(who, cfg, { "tie_word_embeddings" })
-  checks.table_size(who, "n_positions", cfg.n_positions, cfg.n_embd) -- wpe: its parameters, no node's shape
+  checks.table_size(who, cfg, "n_positions", cfg.n_positions, cfg.n_embd) -- wpe: its parameters, no node's shape
   checks.divisible(who, cfg, "n_embd", cfg.n_embd, "n_head", cfg.n_head)
   local serve = require("neusight.nodes").serving(opts, who, cfg.n_positions, "n_positions")
   local decode = serve ~= nil and serve.phase == "decode"

@@ -424,7 +424,7 @@ function M.from_config(t, path, nulls, lines)
   if t.use_cache == false then NO_CACHE[cfg] = true end -- M.use_cache
   local source = { path = path, key = {}, null = {}, lines = type(lines) == "table" and lines or {} }
   CONFIG_SOURCE[cfg] = source -- M.config_key
-  if entry.model_type then cfg.model_type = mt end
+  if entry.model_type then cfg.model_type, source.key.model_type = mt, "model_type" end
   if entry.fields == "all" then
     for k, v in pairs(t) do
       if type(v) ~= "table" and k ~= "model_type" and k ~= "name" and k ~= "arch" then cfg[k], source.key[k] = v, k end
@@ -506,7 +506,12 @@ function M.from_config(t, path, nulls, lines)
     for _, list in ipairs(entry.ignore) do
       for _, k in ipairs(list) do neutral[#neutral + 1] = k end
     end
-    require("neusight.models.check").neutral(path, t, neutral, "key")
+    -- the JSON object is its own config here (each key its own field), so that check.fail names the key's line
+    local own = { path = path, key = {}, null = {}, lines = source.lines }
+    for k in pairs(t) do own.key[k] = k end
+    for k in pairs(nulls or {}) do own.null[k] = k end
+    CONFIG_SOURCE[t] = own
+    require("neusight.models.check").neutral(nil, t, neutral, "key")
   end
   for field, keys in pairs(fields) do
     local null = false

@@ -187,8 +187,8 @@ function M.resolve(cfg, family)
   local who = ("%s model '%s'"):format(family.name, tostring(cfg.name or "?"))
   local mt = cfg.model_type or family.default_type or "llama"
   if not family.defaults[mt] then
-    error(("%s: model_type %s is not supported (%s)")
-      :format(who, type(mt) == "string" and ("%q"):format(mt) or tostring(mt), family.supported), 0)
+    checks.fail(cfg, "model_type", ("%s: model_type %s is not supported (%s)")
+      :format(who, type(mt) == "string" and ("%q"):format(mt) or tostring(mt), family.supported))
   end
   local known = M.family_fields(family, mt)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
@@ -206,36 +206,33 @@ function M.resolve(cfg, family)
   end
   checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" },
     { "num_key_value_heads", "head_dim" }, cfg)
-  for _, k in ipairs { "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window" } do
-    if c[k] ~= nil and type(c[k]) ~= "boolean" then
-      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
-    end
-  end
+  checks.booleans(who, c, { "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window" }, cfg)
   local gemma = family.gemma ~= nil and family.gemma[mt] == true
   local act = c.hidden_act
   if gemma then -- HF reads hidden_activation (Gemma2; Gemma before 4.4x) or hidden_act (Gemma): both must be a GELU
     for _, k in ipairs { "hidden_act", "hidden_activation" } do
       if c[k] ~= nil and not GELU[c[k]] then
-        error(("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or \"gelu_pytorch_tanh\")")
-          :format(who, k, type(c[k]) == "string" and ("%q"):format(c[k]) or tostring(c[k])), 0)
+        checks.fail(cfg, k, ("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or "
+          .. "\"gelu_pytorch_tanh\")"):format(who, k, type(c[k]) == "string" and ("%q"):format(c[k]) or tostring(c[k])))
       end
     end
   elseif act ~= "silu" then
-    error(("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")"):format(who,
-      type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
+    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")")
+      :format(who, type(act) == "string" and ("%q"):format(act) or tostring(act)))
   end
   -- Gemma2's logit soft-capping (x / cap, tanh, · cap): a positive cap, or false (None) for none
   local softcap = {}
   for _, k in ipairs { "attn_logit_softcapping", "final_logit_softcapping" } do
     local v = c[k]
     if v ~= nil and v ~= false and not (type(v) == "number" and v > 0 and v < math.huge) then
-      error(("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, checks.shown(v)), 0)
+      checks.fail(cfg, k, ("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, checks.shown(v)))
     end
     softcap[k] = v or nil
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
-    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, checks.shown(p)), 0)
+    checks.fail(cfg, "attention_dropout", ("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)")
+      :format(who, checks.shown(p)))
   end
   local nh = c.num_attention_heads
   local kvh = c.num_key_value_heads or nh
@@ -246,14 +243,16 @@ function M.resolve(cfg, family)
     hd = c.hidden_size // nh
   end
   if hd % 2 ~= 0 then
-    error(("%s: head_dim (%d) must be even (rotate_half splits it in two)"):format(who, hd), 0)
+    checks.fail(cfg, c.head_dim and "head_dim" or { "num_attention_heads", "hidden_size" },
+      ("%s: head_dim (%d) must be even (rotate_half splits it in two)"):format(who, hd))
   end
 
   -- Sliding-window attention: the window and which layers use it.
   local L, window, windowed_at = c.num_hidden_layers, nil, {}
   local sw = c.sliding_window
   if sw ~= nil and sw ~= false and not checks.is_count(sw) then
-    error(("%s: field 'sliding_window' must be a positive integer or false (got %s)"):format(who, checks.shown(sw)), 0)
+    checks.fail(cfg, "sliding_window", ("%s: field 'sliding_window' must be a positive integer or false (got %s)")
+      :format(who, checks.shown(sw)))
   end
   local style = family.window[mt]
   if style == "mistral" then
@@ -264,18 +263,19 @@ function M.resolve(cfg, family)
   elseif style == "qwen" or style == "alternate" then
     local mwl = style == "qwen" and c.max_window_layers or 0
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
-      error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, checks.shown(mwl)), 0)
+      checks.fail(cfg, "max_window_layers", ("%s: field 'max_window_layers' must be a non-negative integer (got %s)")
+        :format(who, checks.shown(mwl)))
     end
     if (style == "alternate" or c.use_sliding_window) and sw then window = sw end
     if c.layer_types ~= nil then
       local lt = c.layer_types
       if type(lt) ~= "table" or #lt ~= L then
-        error(("%s: field 'layer_types' must list num_hidden_layers (%d) entries"):format(who, L), 0)
+        checks.fail(cfg, "layer_types", ("%s: field 'layer_types' must list num_hidden_layers (%d) entries"):format(who, L))
       end
       for i, v in ipairs(lt) do
         if v ~= "full_attention" and v ~= "sliding_attention" then
-          error(("%s: layer_types[%d] must be \"full_attention\" or \"sliding_attention\" (got %s)")
-            :format(who, i, tostring(v)), 0)
+          checks.fail(cfg, "layer_types", ("%s: layer_types[%d] must be \"full_attention\" or \"sliding_attention\" "
+            .. "(got %s)"):format(who, i, tostring(v)))
         end
         windowed_at[i] = window ~= nil and v == "sliding_attention"
       end

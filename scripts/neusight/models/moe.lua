@@ -176,24 +176,26 @@ function M.config(cfg)
     names = mixtral and { "w1", "w3", "w2" } or nil, module = mixtral and "block_sparse_moe" or "mlp",
   }
   if moe.k > moe.E then
-    error(("%s: num_experts_per_tok (%d) exceeds %s (%d)"):format(who, moe.k, moe.E_name, moe.E), 0)
+    checks.fail(cfg, { "num_experts_per_tok", moe.E_name }, ("%s: num_experts_per_tok (%d) exceeds %s (%d)")
+      :format(who, moe.k, moe.E_name, moe.E))
   end
-  if c.norm_topk_prob ~= nil and type(c.norm_topk_prob) ~= "boolean" then
-    error(("%s: field 'norm_topk_prob' must be a boolean (got %s)"):format(who, checks.shown(c.norm_topk_prob)), 0)
-  end
+  checks.booleans(who, c, { "norm_topk_prob" }, cfg)
   if type(moe.jitter) ~= "number" or moe.jitter < 0 then
-    error(("%s: field 'router_jitter_noise' must be a non-negative number (got %s)"):format(who, checks.shown(moe.jitter)), 0)
+    checks.fail(cfg, "router_jitter_noise", ("%s: field 'router_jitter_noise' must be a non-negative number (got %s)")
+      :format(who, checks.shown(moe.jitter)))
   end
   -- Which layers are sparse: all for Mixtral; Qwen's decoder_sparse_step and mlp_only_layers.
   local dense = {}
   local only = c.mlp_only_layers
   if only ~= nil and only ~= false then
     if type(only) ~= "table" then
-      error(("%s: field 'mlp_only_layers' must be a list of layer indices (got %s)"):format(who, checks.shown(only)), 0)
+      checks.fail(cfg, "mlp_only_layers", ("%s: field 'mlp_only_layers' must be a list of layer indices (got %s)")
+        :format(who, checks.shown(only)))
     end
     for i, v in ipairs(only) do
       if type(v) ~= "number" or v < 0 or v >= r.L or v ~= math.floor(v) then
-        error(("%s: mlp_only_layers[%d] must be a layer index in [0, %d) (got %s)"):format(who, i, r.L, checks.shown(v)), 0)
+        checks.fail(cfg, "mlp_only_layers", ("%s: mlp_only_layers[%d] must be a layer index in [0, %d) (got %s)")
+          :format(who, i, r.L, checks.shown(v)))
       end
       dense[v] = true
     end

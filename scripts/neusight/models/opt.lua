@@ -89,11 +89,13 @@ local function check(cfg, opts)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
                          "max_position_embeddings" }, { "word_embed_proj_dim" })
   checks.booleans(who, cfg, { "do_layer_norm_before", "enable_bias", "_remove_final_layer_norm", "tie_word_embeddings" })
-  checks.table_size(who, "max_position_embeddings", cfg.max_position_embeddings + 2, cfg.hidden_size) -- no node's shape
+  -- no node's shape
+  checks.table_size(who, cfg, "max_position_embeddings", cfg.max_position_embeddings + 2, cfg.hidden_size)
   checks.divisible(who, cfg, "hidden_size", cfg.hidden_size, "num_attention_heads", cfg.num_attention_heads)
   local act = cfg.activation_function or "relu"
   if not ACTIVATIONS[act] then
-    error(("%s: activation_function %s is not supported (\"relu\" or \"gelu\")"):format(who, tostring(act)), 0)
+    checks.fail(cfg, "activation_function", ("%s: activation_function %s is not supported (\"relu\" or \"gelu\")")
+      :format(who, tostring(act)))
   end
   local serve = require("neusight.nodes").serving(opts, who, cfg.max_position_embeddings, "max_position_embeddings")
   local decode = serve ~= nil and serve.phase == "decode"

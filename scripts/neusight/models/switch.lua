@@ -56,9 +56,12 @@ local function check(cfg, opts)
   checks.counts(who, cfg, { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
                          "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" },
                  { "relative_attention_num_buckets" }) -- 0 ended in ops/embedding.lua's argument error
-  checks.table_size(who, "relative_attention_num_buckets", cfg.relative_attention_num_buckets or 32, cfg.num_heads)
-  if cfg.num_layers % cfg.encoder_sparse_step ~= 0 or cfg.num_decoder_layers % cfg.decoder_sparse_step ~= 0 then
-    error(("%s: layer counts must be multiples of the sparse steps"):format(who), 0)
+  checks.table_size(who, cfg, "relative_attention_num_buckets", cfg.relative_attention_num_buckets or 32, cfg.num_heads)
+  for _, side in ipairs { { "num_layers", "encoder_sparse_step" }, { "num_decoder_layers", "decoder_sparse_step" } } do
+    if cfg[side[1]] % cfg[side[2]] ~= 0 then
+      checks.fail(cfg, { side[2], side[1] }, ("%s: layer counts must be multiples of the sparse steps (%s %d, %s %d)")
+        :format(who, side[1], cfg[side[1]], side[2], cfg[side[2]]))
+    end
   end
   checks.batch_seq(who, opts)
 end
