@@ -272,7 +272,7 @@ TEST_CASE("an optimizer of one's own: an op rule with an optimizer field is --op
 // fp8 training runs as Transformer Engine does: fp8 only for the inputs of the Linear layers' GEMMs, everything
 // between them in bf16 (norms, element-wise ops, attention, the embedding, the LM head, tensor-parallel collectives,
 // the activation a pipeline stage sends). Every node ran at 1 byte per element before: Llama-3-8B at tp 2 × pp 2 on
-// H100s 302.8 ms (all-reduces, norms, adds and sends at half their bytes), 355.3 ms with its bf16 activations.
+// H100s 302.8 ms (all-reduces, norms, adds and sends at half their bytes), 356.0 ms with its bf16 activations.
 TEST_CASE("precision: fp8 training keeps its activations in bf16 and only its linears' GEMMs in fp8",
           "[cli][precision]") {
   const std::string base = "predict --model llama3_8b --gpu h100 --mode train --batch 8 --seq 2048 --tp 2 --pp 2 "
