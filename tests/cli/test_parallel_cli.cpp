@@ -1178,3 +1178,22 @@ TEST_CASE("parallel: a layout without a pipeline has a bubble of exactly 0", "[c
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["parallel"]["bubble_ms"].get<double>() > 1.0);
 }
+
+// Megatron-LM's vocab-parallel cross-entropy all-reduces max, sum of exp and the target logit of every token after
+// .float(): 3 × 4 bytes per token in a bf16 or fp8 run (they were priced at the compute dtype's 2 or 1 bytes).
+TEST_CASE("parallel: the vocab-parallel loss all-reduce moves fp32 values", "[cli][parallel]") {
+  for (const std::string dtype : {"bf16", "fp8", "fp32"}) {
+    const auto r = run_cli("predict --model llama3_8b --gpu h100 --mode train --batch 2 --seq 2048 --tp 2 --format json "
+                           "--dtype " + dtype);
+    INFO(dtype << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    size_t seen = 0;
+    for (const auto& o : j["ops"]) {
+      if (o["name"] != "loss.tp_all_reduce") continue;
+      ++seen;
+      CHECK(o["bytes"].get<double>() == 3.0 * 2 * 2047 * 4);  // 2 sequences of 2047 predicted tokens
+    }
+    CHECK(seen == 1);
+  }
+}
