@@ -275,7 +275,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   std::map<std::string, size_t> not_built;
   std::vector<kernel_instance> ks = trace_kernels(s, tr, not_built);
   for (const auto& [kind, n] : not_built)
-    warnings.push_back(fmt::format("{} '{}' ops had missing or unsupported input shapes: not used", n, kind));
+    warnings.push_back(fmt::format("{} '{}' ops had missing or unsupported input shapes or element types: not used", n, kind));
   if (ks.empty())
     throw error(c.calibrate + ": no GEMM or attention op with input shapes in the trace (record it with "
                 "record_shapes=True, e.g. scripts/collect/hf_trace.py): nothing to calibrate");

@@ -401,7 +401,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     rep.rows.push_back(std::move(row));
   }
   for (const auto& [kind, n] : fallback)
-    rep.warnings.push_back(fmt::format("{} '{}' ops routed to the ratio had missing or unsupported input shapes: "
+    rep.warnings.push_back(fmt::format("{} '{}' ops routed to the ratio had missing or unsupported input shapes or element types: "
                                        "wave-scaled instead", n, kind));
   if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
   if (!tr.unattributed.empty())

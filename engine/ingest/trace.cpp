@@ -250,10 +250,12 @@ void chrome_inputs(const json* args, trace_op& op, const std::string& at, const 
       op.input_shapes.push_back(std::move(s));
     }
   }
-  if (args->contains("Input type") && (*args)["Input type"].is_array()) {
+  if (args->contains("Input type") && (*args)["Input type"].is_array())
     for (const json& t : (*args)["Input type"]) op.input_types.push_back(t.is_string() ? t.get<std::string>() : "");
-    op.input_types.resize(op.input_shapes.size());  // one per input; a trace without dims has none
-  }
+  // One per input; a trace without dims has none. Dims without types (an edited or converted trace) give "" each, a
+  // type not recorded, which scripts/neusight/scale.lua kernels() does not price: no element type is guessed (an
+  // empty list is a wavescale trace's, whose data is fp32; a bf16 GEMM taken as fp32 moved 4x off to an L4).
+  op.input_types.resize(op.input_shapes.size());
   if (args->contains("Concrete Inputs") && (*args)["Concrete Inputs"].is_array()) {
     for (const json& v : (*args)["Concrete Inputs"]) op.input_values.push_back(v.is_string() ? v.get<std::string>() : "");
     op.input_values.resize(op.input_shapes.size());

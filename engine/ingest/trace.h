@@ -60,7 +60,7 @@ struct trace_op {
   std::optional<double> measured_ms;
   std::vector<trace_shape> input_shapes;     // empty when unknown
   // Element type of each input as the trace names it ("float", "c10::BFloat16", "Scalar"; chrome "Input type");
-  // empty when unknown.
+  // empty for a trace without types (wavescale); in a chrome trace one per input, "" where none is recorded.
   std::vector<std::string> input_types;
   // Value of each non-tensor input as text ("True", "0.125"; chrome "Concrete Inputs"), "" for tensors; empty when
   // unknown.

@@ -19,7 +19,7 @@ local M = {}
 ---@param shard? table neusight.parallel.tensor_shard(...)
 ---@param sequence_parallel? boolean Megatron sequence parallelism (needs a shard with tp > 1)
 function M.new(dtype, shard, sequence_parallel)
-  local g = { nodes = {}, layer = "", count = 1, dtype = dtype }
+  local g = { nodes = {}, layer = "", count = 1, dtype = dtype, plan = shard and shard.plan }
   local sp = shard ~= nil and shard.tp > 1 and sequence_parallel == true
   local nodes = g.nodes
   -- The tensors g.tp_in gathered under sequence parallelism (its returned shape tables, by identity): a GEMM reading
@@ -110,7 +110,7 @@ end
 --- ops/cast.lua), and the cross-entropy node's kernels and tensors are fp32 (attrs.from: the logits' dtype,
 --- ops/cross_entropy.lua) — the copy stands for HF ≥ 4.48's .float() of (b, s, V) and 4.46's .float() then shift
 --- alike. With a vocab-parallel head the cross-entropy all-reduces max, sum of exp and target logit (3 values
---- per token) forward.
+--- per token, fp32 where the logits were upcast) forward.
 ---@param g table M.new()
 ---@param V integer vocabulary rows of this rank
 function M.causal_lm_loss(g, b, s, V, opts)
@@ -124,6 +124,12 @@ function M.causal_lm_loss(g, b, s, V, opts)
     g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
   end
   g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
+  -- three values per token of the loss's own dtype: fp32 where the logits were upcast (Megatron-LM's vocab-parallel
+  -- cross-entropy reduces them after .float(); they were priced at the compute dtype's 2 bytes)
+  local last = g.nodes[#g.nodes]
+  if M.upcasts(g) and last.name == "loss.tp_all_reduce" and g.plan then
+    require("neusight.parallel").retype(g.plan, last, "fp32")
+  end
 end
 
 ---------------------------------------------------------------------------------------------------

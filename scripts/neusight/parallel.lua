@@ -15,7 +15,8 @@
 --                    (neusight/topology.lua) and each communicator group's shape (M.group_shape).
 --   3. shard.lua     Model builders shard themselves when opts.tp > 1 (M.tensor_shard: Megatron column/row-parallel
 --                    layers; M.expert_shard; M.split) and insert collectives with M.comm_node, priced once by
---                    neusight/collectives.lua (α–β model); M.rule is the op rule of a collective node kind;
+--                    neusight/collectives.lua (α–β model) and priced again by M.retype when a workload pass
+--                    changes their element type; M.rule is the op rule of a collective node kind;
 --                    M.price_reference prices a reference graph's collective kernels; M.mark_replicated marks the
 --                    nodes every tp rank runs whole, which the model FLOPs count once.
 --   4. After the kernels are predicted, timeline.lua (M.timeline) partitions the layers into pipeline stages
@@ -43,6 +44,7 @@ M.schedules = schedule.schedules
 M.normalize, M.active, M.check_choice = config.normalize, config.active, config.check_choice
 M.group_shape, M.plan = layout.group_shape, layout.plan
 M.comm_node, M.rule, M.tensor_shard, M.expert_shard = shard.comm_node, shard.rule, shard.tensor_shard, shard.expert_shard
+M.retype = shard.retype
 M.price_reference, M.split, M.mark_replicated = shard.price_reference, shard.split, shard.mark_replicated
 M.simulate = schedule.simulate
 M.layer_count = stages.layer_count

@@ -71,7 +71,7 @@ end
 -- the trace does not say when TF32 was allowed. fp64 is no compute type of ours (compute_dtype): such ops are not understood.
 local function trace_dtype(types)
   if #types == 0 then return "fp32" end -- wavescale traces carry no types: fp32, as their data
-  return K.compute_dtype(types[1])
+  return K.compute_dtype(types[1]) -- a chrome input's "" (no type recorded): nil, nothing guessed
 end
 
 -- Position of is_causal among the inputs of the attention ops a trace records (PyTorch's native_functions.yaml).

@@ -1077,6 +1077,28 @@ end
 local WEIGHT_GEMM_OPS = { linear = true, addmm = true, matmul = true, grouped_linear = true }
 local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert end
 
+--- fp8 training as Transformer Engine runs it (and Megatron-LM's --fp8-format, which runs TE's layers): only the
+--- inputs of its Linear layers' GEMMs are cast to fp8 (dgrad and wgrad GEMMs too), and those GEMMs write bf16. The
+--- activations between them stay bf16: norms, element-wise ops, attention (DotProductAttention; fp8 attention is
+--- opt-in, NVTE_FP8_DPA), the embedding, the tensor-parallel collectives and the LM head (Megatron's output layer is
+--- a plain ColumnParallelLinear, HF's an nn.Linear). So every node but a parameter-holding fp8 GEMM other than the LM
+--- head runs at M.W8A8_KEPT, and a collective is priced again at its bf16 bytes (neusight.parallel retype); before
+--- 2026-11-29 they all ran at 1 byte per element: Llama-3-8B at tp 4 on H100s (batch 4 × 2048) 144.7 ms, with its
+--- bf16 activations 177.5 (all-reduces 21.5 → 41.7 ms, norms, adds, SwiGLU, attention, the LM head).
+function M.fp8_training_dtypes(nodes, plan)
+  for _, n in ipairs(nodes) do
+    if n.dtype == "fp8" and not (WEIGHT_GEMM_OPS[n.op] and (n.params or 0) > 0 and not lm_head(n)) then
+      if plan and type(n.attrs) == "table" and n.attrs.seconds and plan.groups[n.attrs.group] then
+        require("neusight.parallel").retype(plan, n, M.W8A8_KEPT) -- a collective: priced again at its bytes
+      else
+        n.dtype = M.W8A8_KEPT
+      end
+    end
+    -- a conversion from the activations (the loss's cast of the logits to fp32, cross-entropy's attrs.from) reads bf16
+    if type(n.attrs) == "table" and n.attrs.from == "fp8" then n.attrs.from = M.W8A8_KEPT end
+  end
+end
+
 --- The weights' bytes per parameter of an fp8 (W8A8) inference graph: the parameters of its fp8 GEMMs' weights (the
 --- linears, addmms, grouped experts and parameter-holding matmuls in fp8, and experts no token reached) at `fp8_bytes`,
 --- the rest (embeddings, norms, the LM head: M.w8a8_head) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
@@ -1566,6 +1588,7 @@ local function graph_of(w, gpu)
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if not training and w.dtype == "fp8" then M.w8a8_head(nodes) end  -- before the activations' quantisation
+  if training and w.dtype == "fp8" then M.fp8_training_dtypes(nodes, plan) end
   if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")

@@ -1655,7 +1655,8 @@ end
 function T.test_facade_is_the_modules()
   local exports = {
     config = { "normalize", "active", "check_choice" }, layout = { "group_shape", "plan" },
-    shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split", "mark_replicated" },
+    shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split", "mark_replicated",
+      "retype" },
     schedule = { "schedules", "simulate" }, stages = { "layer_count" }, timeline = { "timeline" },
     report = { "report" },
   }

@@ -244,9 +244,11 @@ function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
   local want = (all - 2 * embed - norms) * 1 + (2 * embed + norms) * 2
   assert(math.abs(f8.state.weights * all - want) < 1e-6 * want, ("weights %.0f B, want %.0f"):format(
     f8.state.weights * all, want))
-  -- training in fp8 (Transformer Engine) keeps its recipe's bytes and fp8 LM head
+  -- training in fp8 (Transformer Engine) keeps its recipe's bytes; its LM head is bf16 too (Megatron's output layer
+  -- is a plain ColumnParallelLinear, not a TE layer: workload.fp8_training_dtypes), its decoder linears fp8
   local tr = workload.build { model = "llama3_8b", gpu = "h100", mode = "train", batch = 1, seq = 64, dtype = "fp8" }
-  eq(kernels(named(tr.nodes, "lm_head"), false)[1].dtype, "fp8", "training: untouched")
+  eq(kernels(named(tr.nodes, "lm_head"), false)[1].dtype, "bf16", "training: the LM head in bf16")
+  eq(kernels(named(tr.nodes, "q_proj"), false)[1].dtype, "fp8", "training: the decoder's linears fp8")
 end
 
 -- fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, once, naming the measured kernel gemm_fp8 is

@@ -47,6 +47,17 @@ function M.comm_node(plan, t)
   }
 end
 
+--- A collective node of M.comm_node moved to another element type by a workload pass that changes what a graph's
+--- activations are (neusight.workload fp8_training_dtypes): its dtype, and comm_node's price of the new bytes.
+---@param plan table neusight.parallel.plan()
+---@param node table a node M.comm_node made
+---@param dtype string
+function M.retype(plan, node, dtype)
+  local a = node.attrs
+  a.seconds, a.algorithm = C.time(node.op, numel(node.output) * K.dtype_bytes(dtype), plan.groups[a.group], plan.cluster)
+  node.dtype = dtype
+end
+
 --- The op rule of a collective node kind (ops/all_reduce.lua, …): one "collective" kernel of the
 --- node's output bytes in the pass(es) attrs.direction names, taking attrs.seconds (set by
 --- M.comm_node). A node without attrs.seconds is an error that says how to build one.

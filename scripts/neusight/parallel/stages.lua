@@ -115,11 +115,12 @@ function M.partition(nodes, prologue, groups, epilogue, V)
   return stages
 end
 
--- Output shape of the last node of the last layer group: the activation pipeline stages exchange.
+-- Output shape of the last node of the last layer group, the activation pipeline stages exchange, and that node.
 function M.boundary_shape(nodes, groups)
   local g = groups[#groups]
   if not g then return nil end
-  return nodes[g.nodes[#g.nodes]].output
+  local last = nodes[g.nodes[#g.nodes]]
+  return last.output, last
 end
 
 return M

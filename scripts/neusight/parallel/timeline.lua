@@ -275,7 +275,6 @@ local function prepare(plan, nodes, times, reuse)
   local hidden = M.hidden_comm(nodes, times)
   local P, v = plan.pp, plan.virtual_stages
   local V = P * v
-  local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
   -- gradients (reduced over dp, tied-embedding sync) and parameters (all-gathered after a sharded step): the
   -- precision recipe's element sizes (fp32 gradients in amp except Megatron fp16; 16-bit parameters in Megatron amp)
   local recipe = plan.precision or precision.recipe(nil, plan.dtype, "autocast", plan.training and "train" or "inference")
@@ -286,8 +285,10 @@ local function prepare(plan, nodes, times, reuse)
   local comm_time = pricer_of(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
-  local shape = boundary_shape(nodes, groups)
-  local p2p_bytes = shape and numel(shape) * e or 0
+  -- The activation a stage hands on: the boundary node's output in its own dtype (the compute dtype, but bf16 in fp8
+  -- training, whose activations Transformer Engine keeps in bf16: neusight.workload fp8_training_dtypes).
+  local shape, at = boundary_shape(nodes, groups)
+  local p2p_bytes = shape and numel(shape) * K.dtype_bytes(at.dtype or plan.dtype or "fp32") or 0
   local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
   for vs = 0, V - 2 do -- device vs mod P sends to the next one (the last device to the first: interleaving)
     p2p[vs] = P == 1 and 0 or comm_time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1])
@@ -735,7 +736,10 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local grad_most = 0
   for _, dev in ipairs(devices) do
     dev.exposed_comm = (dev.tp_comm - dev.tp_comm_hidden) + dev.ep_comm + dev.p2p + dev.dp_exposed
-    dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
+    -- a difference of sums: what is left at rounding's scale is no idle time (without a pipeline it read 4e-17 s,
+    -- JSON and CSV bubble_ms 2.8e-14, where a device that never waits has none)
+    local idle = iteration - dev.compute - dev.optimizer - dev.exposed_comm
+    dev.bubble = idle > 1e-12 * iteration and idle or 0
     dev.grad_bytes = plan.training and dev.params * eg or 0  -- no backward, no gradient: nothing reduced
     grad_most = max(grad_most, dev.grad_bytes)
   end
