@@ -408,12 +408,22 @@ end
 --- layer's node `node`, so that neusight.workload kv_cache_bytes counts it (× the node's layers) into the report's
 --- kv_cache_gb and the memory model's kv_cache part. No kernel is added: transformers 5 appends by torch.cat, a copy
 --- (`aten::cat` of [0] and K in tests/fixtures/traces/hf/mixtral-bf16-inference.json), older releases keep the
---- tensors themselves. Nothing in training, in the serving phases (their own cache writes above) or under
---- Megatron-LM's kernels (opts.megatron: no cache in a forward without inference parameters), nor for a config.json
---- that says "use_cache": false (opts.use_cache, neusight.models.hf use_cache).
+--- tensors themselves. Nothing in the serving phases (their own cache writes above) or under Megatron-LM's kernels
+--- (opts.megatron: no cache in a forward without inference parameters), nor for a config.json that says
+--- "use_cache": false (opts.use_cache, neusight.models.hf use_cache).
+--- Training (HF's LlamaModel.forward: use_cache is turned off only under gradient checkpointing, so a plain
+--- `out = model(ids, labels=ids); out.loss.backward()`, scripts/collect/hf_trace.py's, keeps the DynamicCache in `out`
+--- through the backward): counted where those tensors are not saved for backward anyway, i.e. eager attention with
+--- grouped-query heads (`heads` > kv_heads): autograd keeps repeat_kv's copies, the cache the un-repeated rotated K and
+--- V. With one kv head per query head eager attention's matmuls save K and V themselves, and sdpa saves the
+--- un-repeated ones it is given (the graph's), so the cache adds nothing there. Only a plain one-GPU run (no
+--- opts.parallel: a plan's recomputation is gradient checkpointing, which turns use_cache off).
 --- Counted whole: a peak in an early layer (eager attention's scores) has only the earlier layers' cache beside it.
-function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim)
-  if opts.phase ~= nil or opts.training or opts.megatron or opts.use_cache == false then return end
+function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim, heads)
+  if opts.phase ~= nil or opts.megatron or opts.use_cache == false then return end
+  if opts.training and not (opts.attention == "eager" and heads and kv_heads < heads and opts.parallel == nil) then
+    return
+  end
   node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim + (v_head_dim or head_dim))
     * require("neusight.kernels").dtype_bytes(node.dtype)
   node.attrs.kv_cache_tokens = tokens

@@ -782,7 +782,7 @@ function M.format_table(r)
   if r.kv_cache_gb then
     add(fmt("kv cache         %12.2f GB   per GPU (%s tokens per sequence%s)\n", r.kv_cache_gb,
       r.mode == "decode" and fmt("context %d + 1", r.context) or fmt("%d", r.seq),
-      (r.kv_dtype and ", " .. r.kv_dtype or "") .. (r.mode == "inference" and ", HF's past_key_values" or "")))
+      (r.kv_dtype and ", " .. r.kv_dtype or "") .. ((r.mode == "inference" or r.mode == "train") and ", HF's past_key_values" or "")))
   end
   if not r.parallel then  -- a parallel run's memory lines above say it per stage
     add(t.state_line)  -- neusight.precision state_report

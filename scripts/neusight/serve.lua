@@ -695,6 +695,16 @@ local function run_static(o, F, count)
   r.max_concurrency = floor(blocks / per_seq_blocks)
   window_report(r, o, pre, per_token_gb, I + O - 1)  -- a sequence's last decode step caches I + O - 1 tokens
   r.fits = B <= r.max_concurrency
+  -- a batch above vLLM's default max_num_seqs (M.DEFAULTS.max_batch, 256): the static batch runs it as one batch, as
+  -- asked, where a vLLM server with its defaults would run 256 sequences at once and queue the rest; said, not split
+  -- (before the "does not fit" warning: serve --sweep takes the last warning of a batch that does not fit as its error)
+  local max_seqs = M.DEFAULTS.max_batch
+  if B > max_seqs then
+    r.warnings[#r.warnings + 1] = fmt("batch %d runs as one batch (one prefill of %d prompts, then every decode step "
+      .. "at %d sequences), above the %d sequences vLLM runs at once by default (max_num_seqs): with that default it "
+      .. "would run %d and queue the rest, so this forecast assumes max_num_seqs >= %d; for the scheduler's limit "
+      .. "use --rate or --requests-file with --max-batch", B, B, B, max_seqs, max_seqs, B)
+  end
   if not r.fits then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
       .. "of %s (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
@@ -1093,6 +1103,7 @@ local function run_simulation(o, F, count, progress)
         next_arrival = next_arrival + 1
       end
       local ms
+      local step_running = 0  -- the running batch of this step (vLLM's num_running), counted before it finishes any
       if not chunk then
         -- vLLM V0: prefill the admissible waiting requests, else decode everyone running.
         local batch, tok = {}, 0
@@ -1112,6 +1123,7 @@ local function run_simulation(o, F, count, progress)
           for _, r in ipairs(batch) do ms = ms + cm.attention(r.prompt) end
           now = now + ms / 1e3
           steps.prefill = steps.prefill + 1
+          step_running = #running + #batch  -- the prompts join the running batch (vLLM V0: scheduled as running)
           for _, r in ipairs(batch) do
             r.prefilled = r.prompt
             first_token(r)
@@ -1128,6 +1140,7 @@ local function run_simulation(o, F, count, progress)
           ms = cm.decode(b, csum / b)
           now = now + ms / 1e3
           steps.decode = steps.decode + 1
+          step_running = b
           decode_batch_sum, decode_steps_n = decode_batch_sum + b, decode_steps_n + 1
           local keep = {}
           for _, r in ipairs(running) do
@@ -1195,6 +1208,7 @@ local function run_simulation(o, F, count, progress)
         end
         if ms then
           now = now + ms / 1e3
+          step_running = #running  -- decodes, prompt chunks and requests admitted this step, before any finishes
           if #dec > 0 then decode_batch_sum, decode_steps_n = decode_batch_sum + #dec, decode_steps_n + 1 end
           local done = {}
           for _, r in ipairs(dec) do
@@ -1219,7 +1233,7 @@ local function run_simulation(o, F, count, progress)
       if ms then
         busy_ms = busy_ms + ms
         step_count = step_count + 1
-        if #running > max_running then max_running = #running end
+        if step_running > max_running then max_running = step_running end
         if step_count % 256 == 0 then
           report(fmt("%d/%d requests done, %d running, %d waiting, simulated %.1f s", finished, n, #running,
             #waiting - whead + 1 + #preempted, now))

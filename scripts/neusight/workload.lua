@@ -1622,10 +1622,10 @@ end
 
 -- The KV cache a graph's GPU holds (M.kv_cache_bytes): a serving phase's (0 when it writes none), or in inference the
 -- cache HF's forward keeps in its past_key_values (neusight.nodes hf_cache; nil when the builder marks none: a model
--- without a KV cache, or Megatron-LM's kernels); nil in training.
+-- without a KV cache, or Megatron-LM's kernels); in training the part of it autograd does not keep anyway (hf_cache:
+-- eager attention with grouped-query heads on one GPU), nil where there is none.
 local function held_cache(opts, nodes, plan)
   if opts.phase then return M.kv_cache_bytes(nodes, plan) end
-  if opts.training then return nil end
   local bytes = M.kv_cache_bytes(nodes, plan)
   return bytes > 0 and bytes or nil
 end

@@ -379,6 +379,36 @@ function T.test_one_gpu_with_recompute_has_the_largest_batch_as_without()
   assert(o.max_batch > plain.memory.max_batch, ("recompute full %d > none %d"):format(o.max_batch, plain.memory.max_batch))
 end
 
+-- HF training keeps its past_key_values too: LlamaModel.forward turns use_cache off only under gradient checkpointing,
+-- and scripts/collect/hf_trace.py's `out = model(ids, labels=ids); out.loss.backward()` holds `out` (and its
+-- DynamicCache) through the backward. With eager attention and grouped-query heads that is memory beyond autograd's
+-- saved tensors (those are repeat_kv's copies; the cache holds the un-repeated rotated K and V): Llama-3-8B bf16,
+-- batch 1 x 1024, 2 · 32 layers · 1024 · 8 kv heads · 128 · 2 B = 134 MB (before: not counted). Nothing with sdpa (it
+-- saves the un-repeated K and V it is given), with one kv head per query head (eager's matmuls save K and V), under
+-- recomputation (gradient checkpointing turns use_cache off) or for a config that says use_cache false.
+function T.test_training_counts_hf_cache_of_eager_gqa()
+  local function build(w)
+    w.gpu, w.mode, w.dtype = H100.name, "train", "bf16"
+    w.batch, w.seq = w.batch or 1, w.seq or 1024
+    return require("neusight.workload").build(w, H100)
+  end
+  local cache = 2 * 32 * 1024 * 8 * 128 * 2
+  local e = build { model = "llama3_8b", attention = "eager" }
+  eq(e.kv_cache_bytes, cache, "eager GQA: the un-repeated K and V of every layer")
+  near(e.memory.memory.kv_cache_gb, cache / 1e9, "the memory model's KV part")
+  local o = e.memory.memory
+  near(o.state_gb + o.activations_gb + o.temporary_gb + o.workspace_gb + o.kv_cache_gb, e.memory.memory_gb, "parts sum")
+  eq(build { model = "llama3_8b", attention = "sdpa" }.kv_cache_bytes, nil, "sdpa saves them: nothing more")
+  eq(build { model = "gpt2_large", attention = "eager", dtype = "bf16" }.kv_cache_bytes, nil, "MHA: saved anyway")
+  eq(build { model = "llama3_8b", attention = "eager", parallel = { recompute = "full", kernels = "eager" } }
+    .kv_cache_bytes, nil, "gradient checkpointing: use_cache off")
+  local hf = require "neusight.models.hf"
+  local tiny = hf.from_config({ model_type = "llama", hidden_size = 256, intermediate_size = 512, num_hidden_layers = 2,
+                                num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 1000, use_cache = false },
+    "tiny/config.json")
+  eq(build { model = tiny, attention = "eager", seq = 64 }.kv_cache_bytes, nil, "use_cache false")
+end
+
 -- A plain HF forward (mode inference: model(input_ids) under no_grad, scripts/collect/hf_trace.py) keeps every
 -- layer's K and V of its S tokens in the past_key_values it returns (use_cache defaults to True; transformers 5 appends
 -- them by torch.cat, tests/fixtures/traces/hf/mixtral-bf16-inference.json), beside the LM head's logits: the memory
@@ -411,9 +441,10 @@ function T.test_inference_counts_hf_past_key_values()
   end
   eq(build { model = "deepseek_v2_lite", mode = "inference", dtype = "bf16", batch = 2, seq = 512 }.kv_cache_bytes,
     27 * 2 * 512 * 16 * (192 + 128) * 2, "DeepSeek-V2-Lite: per-head K and V")
-  -- none in training (autograd's saved tensors are the activations) nor where no HF forward runs: an encoder, or
+  -- none in MHA training (autograd's saved tensors are K and V already) nor where no HF forward runs: an encoder, or
   -- Megatron-LM's kernels (a forward without inference parameters keeps no cache)
-  eq(build { model = "gpt2_large", mode = "train", dtype = "fp32", batch = 1 }.kv_cache_bytes, nil, "training")
+  eq(build { model = "gpt2_large", mode = "train", dtype = "fp32", batch = 1 }.kv_cache_bytes, nil,
+    "training: MHA (grouped-query eager training: test_training_counts_hf_cache_of_eager_gqa)")
   eq(build { model = "bert", mode = "inference", dtype = "fp32", seq = 512 }.kv_cache_bytes, nil, "an encoder")
   eq(build({ model = "llama3_8b", mode = "inference", dtype = "bf16", batch = 2, seq = 512,
               parallel = { kernels = "megatron" } }, H100).kv_cache_bytes, nil, "Megatron-LM's kernels")

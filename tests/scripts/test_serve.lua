@@ -204,6 +204,43 @@ function M.test_trickle_is_one_request_at_a_time()
   near(r.tpot_ms.p99, sum / 32, 1e-9, "TPOT = decode(1) over the contexts (bilinear is exact here)")
 end
 
+-- max_running is the running batch of a step (vLLM's num_running, counted as the step runs), not what is left after the
+-- step removed its finished requests: ten prompts of one output token, all arriving at once, are prefilled in one step
+-- and finish in it, so ten ran at once (before: "at most 0 running"); with chunked prefill likewise; and a decode
+-- step's last tokens count the requests they finish.
+local function at_once(output)  -- a trace of ten requests arriving together
+  local rows = { "arrival_s,input_len,output_len" }
+  for i = 2, 11 do rows[i] = "0,64," .. output end
+  return table.concat(rows, "\n") .. "\n"
+end
+
+function M.test_max_running_counts_the_steps_batch_before_it_finishes()
+  local o = { model = "m", gpu = "g", requests_file = "ten.csv", requests_text = at_once(1) }
+  local r = S.run(o, phase)
+  eq(r.steps.prefill, 1, "one prefill step")
+  eq(r.max_running, 10, "one prefill step of ten one-token requests")
+  o.chunked_prefill = 2048
+  eq(S.run(o, phase).max_running, 10, "chunked: one step of ten prompts")
+  o.chunked_prefill, o.requests_text = nil, at_once(2)
+  eq(S.run(o, phase).max_running, 10, "two tokens: the decode step that finishes all ten")
+end
+
+-- A static batch above vLLM's default max_num_seqs (256) runs as one batch, as asked, and says so: before, batch 300
+-- ran as one batch silently, where a vLLM server would run 256 and queue the rest.
+function M.test_static_batch_above_max_num_seqs_says_it_runs_as_one_batch()
+  local function said(r)
+    for _, w in ipairs(r.warnings) do
+      if w:find("above the 256 sequences vLLM runs at once by default (max_num_seqs)", 1, true) then return w end
+    end
+  end
+  local big = S.run({ model = "m", gpu = "g", batch = 300, input_len = 16, output_len = 4 }, phase)
+  local w = said(big)
+  assert(w, "batch 300: said")
+  assert(w:find("batch 300 runs as one batch", 1, true), w)
+  near(big.ttft_ms, prefill_ms(300, 16), 1e-12, "the forecast is the batch as asked")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 256, input_len = 16, output_len = 4 }, phase)), nil, "256: nothing")
+end
+
 -- A sliding-window model's paged KV cache: its windowed layers hold the blocks of at most the window (kv_window_share of
 -- a cached token's bytes; the rest, full layers, every token). One request alone at a time: the most blocks in use are
 -- its last decode step's, I + O - 1 = 1032 tokens: full layers ceil(1032 / 16) = 65 blocks, windowed ceil(256 / 16) = 16.
