@@ -225,6 +225,8 @@ function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
   local w = workload.warnings(workload.normalize(testing.with(base, { kv_dtype = "fp8" })))
   eq(#w, 1, "kv_dtype fp8 under fp8")
   assert(w[1]:find("outside what it was trained on", 1, true), w[1])
+  -- the attention it names is the bf16 kernel the fp8 graph runs (workload.fp8_dtypes), not an "fp8 kernel"
+  assert(w[1]:find("forecast as the bf16 kernel of the same shape reading the cache at fp8 bytes", 1, true), w[1])
   -- kv_dtype bf16 under fp8 is the default: no effect, said
   local same = workload.normalize(testing.with(base, { kv_dtype = "bf16" }))
   eq(same.kv_dtype, nil, "dropped")
