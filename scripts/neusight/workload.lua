@@ -1068,6 +1068,10 @@ end
 -- weight, attrs.expert: they launch nothing but hold the same linears' weights).
 local WEIGHT_GEMM_OPS = { linear = true, addmm = true, matmul = true, grouped_linear = true }
 local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert end
+-- The GEMMs that run in fp8 under dtype fp8 (M.fp8_dtypes): the Linear layers' (and the experts' grouped ones). A
+-- parameter-holding matmul (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is not one:
+-- vLLM dequantises kv_b_proj's fp8 weight into bf16 W_UK_T / W_UV at load and runs those bmms in bf16.
+local FP8_GEMM_OPS = { linear = true, addmm = true, grouped_linear = true }
 
 --- fp8 compute (dtype fp8) as the stacks run it, one rule for training and inference: only the inputs of the Linear
 --- layers' GEMMs are fp8, those GEMMs write bf16, and everything between them stays bf16 (M.W8A8_KEPT) — norms,
@@ -1079,8 +1083,8 @@ local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "tabl
 ---     its bf16 input per call (M.quantise_activations: the gemm_fp8 stage) and returns bf16; attention reads bf16
 ---     Q/K/V (the cache is bf16 too unless kv_dtype fp8: M.kv_default); the LM head is a ParallelLMHead, which
 ---     vLLM's Fp8Config leaves unquantised (a bf16 GEMM; llm-compressor / ModelOpt checkpoints keep lm_head bf16).
---- So every fp8 node but a parameter-holding GEMM (linear, addmm, grouped_linear, matmul) other than the LM head runs
---- at M.W8A8_KEPT; a collective is priced again at its bf16 bytes (neusight.parallel retype); a conversion from the
+--- So every fp8 node but a parameter-holding Linear GEMM (FP8_GEMM_OPS: linear, addmm, grouped_linear) other than the
+--- LM head runs at M.W8A8_KEPT (a parameter-holding matmul too: its weight dequantised, FP8_GEMM_OPS); a collective is priced again at its bf16 bytes (neusight.parallel retype); a conversion from the
 --- activations (the loss's cast of the logits to fp32, cross-entropy's attrs.from) reads bf16; and a KV cache a node
 --- holds in its own dtype (neusight.nodes hf_cache: HF's past_key_values in mode inference) is counted at bf16.
 --- Before 2026-11-29 every node ran at 1 byte per element: training Llama-3-8B at tp 4 on H100s (batch 4 × 2048)
@@ -1091,7 +1095,7 @@ local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "tabl
 ---@param serving? boolean a serving phase (prefill, decode: M.serving), whose KV cache has the dtype kv_dtype gave it
 function M.fp8_dtypes(nodes, plan, serving)
   for _, n in ipairs(nodes) do
-    if n.dtype == "fp8" and not (WEIGHT_GEMM_OPS[n.op] and (n.params or 0) > 0 and not lm_head(n)) then
+    if n.dtype == "fp8" and not (FP8_GEMM_OPS[n.op] and (n.params or 0) > 0 and not lm_head(n)) then
       local a = type(n.attrs) == "table" and n.attrs or nil
       if plan and a and a.seconds and plan.groups[a.group] then
         require("neusight.parallel").retype(plan, n, M.W8A8_KEPT) -- a collective: priced again at its bytes
@@ -1114,14 +1118,17 @@ function M.fp8_dtypes(nodes, plan, serving)
 end
 
 --- The weights' bytes per parameter of an fp8 (W8A8) inference graph: the parameters of its fp8 GEMMs' weights (the
---- linears, addmms, grouped experts and parameter-holding matmuls in fp8, and experts no token reached) at `fp8_bytes`,
+--- linears, addmms and grouped experts in fp8, the parameter-holding matmuls M.fp8_dtypes dequantised, and experts no
+--- token reached) at `fp8_bytes`,
 --- the rest (embeddings, norms, the LM head: M.fp8_dtypes) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
 function M.w8a8_weights_per_param(nodes, fp8_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")) then
+    -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
+    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")
+        or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)) then
       quantised = quantised + p
     end
   end

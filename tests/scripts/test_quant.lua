@@ -281,6 +281,8 @@ function T.test_fp8_inference_keeps_activations_in_bf16()
     { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 4, context = 256, kv_dtype = "fp8" },
     { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 2, context = 64, experts = "grouped" },
     { model = "llama3_8b", gpu = "h100", mode = "prefill", batch = 2, seq = 128, parallel = { tp = 2 } },
+    -- MLA's absorbed W_UK / W_UV bmms (parameter-holding matmuls): bf16, as vLLM dequantises kv_b_proj for them
+    { model = "deepseek_v2_lite", gpu = "h100", mode = "decode", batch = 2, context = 64 },
   } do
     local what = ("%s %s%s%s"):format(case.model, case.mode, case.kv_dtype and " kv " .. case.kv_dtype or "",
       case.parallel and " tp 2" or "")
@@ -312,6 +314,20 @@ function T.test_fp8_inference_keeps_activations_in_bf16()
       eq(workload.kv_cache_bytes(f8.nodes), workload.kv_cache_bytes(bf.nodes), what .. ": the cache's bytes")
     end
   end
+  -- the state still counts the dequantised bmms' weights at the checkpoint's 1 B (kv_b_proj is fp8 there), as before
+  local ds = workload.build { model = "deepseek_v2_lite", gpu = "h100", mode = "decode", batch = 2, context = 64,
+    dtype = "fp8" }
+  local w_uk, all, fp8_params = nil, 0, 0
+  for _, n in ipairs(ds.nodes) do
+    local p = (n.params or 0) * (n.count or 1)
+    all = all + p
+    if n.op == "matmul" and p > 0 then w_uk = w_uk or n end
+    if p > 0 and (n.dtype == "fp8" or n.op == "matmul" or (n.op == "weight" and n.attrs.expert)) then
+      fp8_params = fp8_params + p
+    end
+  end
+  eq(kernels(w_uk, false)[1].dtype, "bf16", "MLA's absorbed bmm")
+  testing.near(ds.state.weights * all, fp8_params + 2 * (all - fp8_params), "DeepSeek fp8 weight bytes", 1e-9)
   -- HF's inference cache: bf16 K and V, 2 · layers · b · kvh · s · d · 2 B
   local inf = workload.build { model = "llama3_8b", gpu = "h100", mode = "inference", batch = 8, seq = 1024, dtype = "fp8" }
   eq(workload.kv_cache_bytes(inf.nodes), 2 * 32 * 8 * 8 * 1024 * 128 * 2, "HF's cache of bf16 K and V")
