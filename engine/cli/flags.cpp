@@ -545,8 +545,9 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::dtype)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::dtype))
       .on(serve, to(&serve_flags::dtype)).note("; default bf16. fp8 is W8A8 as vLLM runs an FP8 checkpoint: fp8 "
-                                                 "linears, bf16 embeddings and LM head, a bf16 KV cache unless --kv-dtype "
-                                                 "fp8 (--weight-dtype fp8 with bf16 compute is weight-only)");
+                                                 "linear GEMMs over bf16 activations (embeddings, norms, attention and LM "
+                                                 "head in bf16), a bf16 KV cache unless --kv-dtype fp8 (--weight-dtype "
+                                                 "fp8 with bf16 compute is weight-only)");
   flag("--kv-dtype",
        "KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; default the "
        "activations' dtype: the compute dtype, bf16 under --dtype fp8 (vLLM's kv_cache_dtype auto). The cache bytes, the "

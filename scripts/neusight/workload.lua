@@ -1064,50 +1064,71 @@ local function lm_head(n)
   return n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) ~= nil
 end
 
---- The LM head of an fp8 (W8A8) inference graph runs at M.W8A8_KEPT (bf16), as vLLM runs an FP8 checkpoint's
---- unquantised lm_head: every linear named lm_head gets that dtype (so no activation quantisation either).
-function M.w8a8_head(nodes)
-  for _, n in ipairs(nodes) do
-    if lm_head(n) then n.dtype = M.W8A8_KEPT end
-  end
-end
-
 -- The ops whose parameters are a GEMM's weight (quantised with it), and the weights of experts no token reached (op
 -- weight, attrs.expert: they launch nothing but hold the same linears' weights).
 local WEIGHT_GEMM_OPS = { linear = true, addmm = true, matmul = true, grouped_linear = true }
 local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert end
+-- The GEMMs that run in fp8 under dtype fp8 (M.fp8_dtypes): the Linear layers' (and the experts' grouped ones). A
+-- parameter-holding matmul (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is not one:
+-- vLLM dequantises kv_b_proj's fp8 weight into bf16 W_UK_T / W_UV at load and runs those bmms in bf16.
+local FP8_GEMM_OPS = { linear = true, addmm = true, grouped_linear = true }
 
---- fp8 training as Transformer Engine runs it (and Megatron-LM's --fp8-format, which runs TE's layers): only the
---- inputs of its Linear layers' GEMMs are cast to fp8 (dgrad and wgrad GEMMs too), and those GEMMs write bf16. The
---- activations between them stay bf16: norms, element-wise ops, attention (DotProductAttention; fp8 attention is
---- opt-in, NVTE_FP8_DPA), the embedding, the tensor-parallel collectives and the LM head (Megatron's output layer is
---- a plain ColumnParallelLinear, HF's an nn.Linear). So every node but a parameter-holding fp8 GEMM other than the LM
---- head runs at M.W8A8_KEPT, and a collective is priced again at its bf16 bytes (neusight.parallel retype); before
---- 2026-11-29 they all ran at 1 byte per element: Llama-3-8B at tp 4 on H100s (batch 4 × 2048) 144.7 ms, with its
---- bf16 activations 177.5 (all-reduces 21.5 → 41.7 ms, norms, adds, SwiGLU, attention, the LM head).
-function M.fp8_training_dtypes(nodes, plan)
+--- fp8 compute (dtype fp8) as the stacks run it, one rule for training and inference: only the inputs of the Linear
+--- layers' GEMMs are fp8, those GEMMs write bf16, and everything between them stays bf16 (M.W8A8_KEPT) — norms,
+--- element-wise ops, RoPE, attention, the embedding, the tensor-parallel collectives and the LM head.
+---   training: Transformer Engine (and Megatron-LM's --fp8-format, which runs TE's layers) casts the inputs of its
+---     Linear GEMMs to fp8 (dgrad and wgrad GEMMs too); fp8 attention is opt-in (NVTE_FP8_DPA); Megatron's output
+---     layer is a plain ColumnParallelLinear, HF's an nn.Linear.
+---   inference / serving (W8A8, vLLM's CutlassFP8ScaledMMLinearKernel over an FP8 checkpoint): each Linear quantises
+---     its bf16 input per call (M.quantise_activations: the gemm_fp8 stage) and returns bf16; attention reads bf16
+---     Q/K/V (the cache is bf16 too unless kv_dtype fp8: M.kv_default); the LM head is a ParallelLMHead, which
+---     vLLM's Fp8Config leaves unquantised (a bf16 GEMM; llm-compressor / ModelOpt checkpoints keep lm_head bf16).
+--- So every fp8 node but a parameter-holding Linear GEMM (FP8_GEMM_OPS: linear, addmm, grouped_linear) other than the
+--- LM head runs at M.W8A8_KEPT (a parameter-holding matmul too: its weight dequantised, FP8_GEMM_OPS); a collective is priced again at its bf16 bytes (neusight.parallel retype); a conversion from the
+--- activations (the loss's cast of the logits to fp32, cross-entropy's attrs.from) reads bf16; and a KV cache a node
+--- holds in its own dtype (neusight.nodes hf_cache: HF's past_key_values in mode inference) is counted at bf16.
+--- Before 2026-11-29 every node ran at 1 byte per element: training Llama-3-8B at tp 4 on H100s (batch 4 × 2048)
+--- 144.7 ms, with bf16 activations 177.5 (all-reduces 21.5 → 41.7 ms); inference (batch 8 × 1024, H100) 174.6 ms
+--- (SDPA 4.76 ms a layer, RoPE and RMSNorm passes at half their bytes, HF's cache 0.54 GB).
+---@param nodes table the graph's nodes
+---@param plan? table neusight.parallel.plan() of a parallel run
+---@param serving? boolean a serving phase (prefill, decode: M.serving), whose KV cache has the dtype kv_dtype gave it
+function M.fp8_dtypes(nodes, plan, serving)
   for _, n in ipairs(nodes) do
-    if n.dtype == "fp8" and not (WEIGHT_GEMM_OPS[n.op] and (n.params or 0) > 0 and not lm_head(n)) then
-      if plan and type(n.attrs) == "table" and n.attrs.seconds and plan.groups[n.attrs.group] then
+    if n.dtype == "fp8" and not (FP8_GEMM_OPS[n.op] and (n.params or 0) > 0 and not lm_head(n)) then
+      local a = type(n.attrs) == "table" and n.attrs or nil
+      if plan and a and a.seconds and plan.groups[a.group] then
         require("neusight.parallel").retype(plan, n, M.W8A8_KEPT) -- a collective: priced again at its bytes
       else
+        -- a KV cache in the node's own dtype: in a serving phase the cache kv_dtype made (fp8 only when given: the
+        -- builders get M.kv_default's bf16 otherwise), written by a setitem (neusight.nodes kv_cache_write) and read
+        -- by decode_attention, which stays fp8; HF's cache in mode inference (neusight.nodes hf_cache) holds the
+        -- activations K and V, counted at their bf16
+        local kv_cache = a and a.kv_dtype == nil and type(a.kv_cache_bytes) == "number"
+        if serving and a and a.kv_dtype == nil and ((kv_cache and n.op == "setitem") or n.op == "decode_attention") then
+          set_attr(n, "kv_dtype", n.dtype)
+        elseif kv_cache and not serving then
+          set_attr(n, "kv_cache_bytes", a.kv_cache_bytes * K.dtype_bytes(M.W8A8_KEPT) / K.dtype_bytes(n.dtype))
+        end
         n.dtype = M.W8A8_KEPT
       end
     end
-    -- a conversion from the activations (the loss's cast of the logits to fp32, cross-entropy's attrs.from) reads bf16
     if type(n.attrs) == "table" and n.attrs.from == "fp8" then n.attrs.from = M.W8A8_KEPT end
   end
 end
 
 --- The weights' bytes per parameter of an fp8 (W8A8) inference graph: the parameters of its fp8 GEMMs' weights (the
---- linears, addmms, grouped experts and parameter-holding matmuls in fp8, and experts no token reached) at `fp8_bytes`,
---- the rest (embeddings, norms, the LM head: M.w8a8_head) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
+--- linears, addmms and grouped experts in fp8, the parameter-holding matmuls M.fp8_dtypes dequantised, and experts no
+--- token reached) at `fp8_bytes`,
+--- the rest (embeddings, norms, the LM head: M.fp8_dtypes) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
 function M.w8a8_weights_per_param(nodes, fp8_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")) then
+    -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
+    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")
+        or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)) then
       quantised = quantised + p
     end
   end
@@ -1122,7 +1143,7 @@ end
 --- (op weight, attrs.expert: they launch nothing). The LM head is not quantised: AWQ, GPTQ (its default), bitsandbytes,
 --- ModelOpt / TensorRT-LLM and vLLM's online fp8 all keep lm_head at the compute dtype (an untied Llama-3-8B int4
 --- checkpoint holds 5.7 GB, not 4.8), so it reads its weight and is stored at the compute dtype, as under W8A8
---- (M.w8a8_head). Returns the parameters so quantised and all parameters (× count), for the weights' bytes per
+--- (M.fp8_dtypes). Returns the parameters so quantised and all parameters (× count), for the weights' bytes per
 --- parameter in the model state.
 function M.quantise_weights(nodes, weight_bytes)
   local quantised, all = 0, 0
@@ -1189,7 +1210,7 @@ function M.warnings(w)
   end
   if w.kv_dtype ~= nil and w.kv_dtype ~= M.kv_default(w.dtype) and w.mode == "decode" then
     out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on (on those rows of its own training GPUs it scores 11.7-35.2 %% MAPE: weights/ACCURACY.md, section fp8 KV cache (decode))")
-      :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
+      :format(w.kv_dtype, M.kv_default(w.dtype), w.kv_dtype, K.dtype_bytes(w.kv_dtype)) -- the activations' dtype
   end
   if w.weight_dtype ~= nil then
     out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast at the utilisation of the %s GEMM of their shape, over the roofline of %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
@@ -1585,10 +1606,9 @@ local function graph_of(w, gpu)
   fill_defaults(nodes, w)
   if training and w.precision == "amp" then nodes = M.autocast_loss(nodes) end
   if training and opts.megatron then M.fuse_wgrad_accumulation(nodes) end
+  if w.dtype == "fp8" then M.fp8_dtypes(nodes, plan, opts.phase ~= nil) end  -- before the cache's bytes and the activations' quantisation
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
-  if not training and w.dtype == "fp8" then M.w8a8_head(nodes) end  -- before the activations' quantisation
-  if training and w.dtype == "fp8" then M.fp8_training_dtypes(nodes, plan) end
   if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
@@ -1854,7 +1874,7 @@ function M.build(spec, gpu)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)
-  -- fp8 (W8A8) inference keeps its embeddings, norms and LM head in bf16 (M.w8a8_head), as an FP8 checkpoint does,
+  -- fp8 (W8A8) inference keeps its embeddings, norms and LM head in bf16 (M.fp8_dtypes), as an FP8 checkpoint does,
   -- beside 1-byte linears (precision pure; amp keeps fp32 weights, which autocast casts)
   local w8a8 = not training and w.dtype == "fp8" and w.precision == "pure"
   if w.weight_dtype then

@@ -225,6 +225,8 @@ function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
   local w = workload.warnings(workload.normalize(testing.with(base, { kv_dtype = "fp8" })))
   eq(#w, 1, "kv_dtype fp8 under fp8")
   assert(w[1]:find("outside what it was trained on", 1, true), w[1])
+  -- the attention it names is the bf16 kernel the fp8 graph runs (workload.fp8_dtypes), not an "fp8 kernel"
+  assert(w[1]:find("forecast as the bf16 kernel of the same shape reading the cache at fp8 bytes", 1, true), w[1])
   -- kv_dtype bf16 under fp8 is the default: no effect, said
   local same = workload.normalize(testing.with(base, { kv_dtype = "bf16" }))
   eq(same.kv_dtype, nil, "dropped")
@@ -249,6 +251,98 @@ function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
   local tr = workload.build { model = "llama3_8b", gpu = "h100", mode = "train", batch = 1, seq = 64, dtype = "fp8" }
   eq(kernels(named(tr.nodes, "lm_head"), false)[1].dtype, "bf16", "training: the LM head in bf16")
   eq(kernels(named(tr.nodes, "q_proj"), false)[1].dtype, "fp8", "training: the decoder's linears fp8")
+end
+
+-- fp8 (W8A8) inference and serving keep the activations in bf16 as vLLM runs an FP8 checkpoint: only the decoder's
+-- Linear GEMMs are fp8 (their input quantised once, act_quant on the GEMM itself: no other quantising node); every other
+-- node — embedding, RMSNorm, RoPE, SiLU-mul, residual adds, attention, the LM head, the cache write — has the kernels
+-- of the bf16 graph, byte for byte (workload.fp8_dtypes, the rule fp8 training shares). The KV cache keeps its bytes:
+-- bf16 by default, fp8 with kv_dtype fp8 (the cache write and decode attention read it at 1 B, as under bf16 compute
+-- with kv_dtype fp8); HF's cache of a plain inference forward holds bf16 K and V (0.54 GB at 1 B before, Llama-3-8B
+-- 8 × 1024). Before 2026-11-29 every such node ran at 1 byte per element (SDPA 83.9 MB read at batch 8 × 1024).
+function T.test_fp8_inference_keeps_activations_in_bf16()
+  local function kernel_list(nodes)
+    local out = {}
+    for _, n in ipairs(nodes) do
+      if n.phase ~= "optimizer" then
+        for i, k in ipairs((kernels(n, false))) do out[#out + 1] = { node = n, i = i, k = k } end
+      end
+    end
+    return out
+  end
+  local function fp8_gemm(n)
+    return (n.op == "linear" or n.op == "grouped_linear") and (n.params or 0) > 0 and not n.name:find("lm_head", 1, true)
+      and n.dtype == "fp8"
+  end
+  for _, case in ipairs {
+    { model = "llama3_8b", gpu = "h100", mode = "inference", batch = 2, seq = 128 },
+    { model = "llama3_8b", gpu = "h100", mode = "prefill", batch = 2, seq = 128 },
+    { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 4, context = 256 },
+    { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 4, context = 256, kv_dtype = "fp8" },
+    { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 2, context = 64, experts = "grouped" },
+    { model = "llama3_8b", gpu = "h100", mode = "prefill", batch = 2, seq = 128, parallel = { tp = 2 } },
+    -- MLA's absorbed W_UK / W_UV bmms (parameter-holding matmuls): bf16, as vLLM dequantises kv_b_proj for them
+    { model = "deepseek_v2_lite", gpu = "h100", mode = "decode", batch = 2, context = 64 },
+  } do
+    local what = ("%s %s%s%s"):format(case.model, case.mode, case.kv_dtype and " kv " .. case.kv_dtype or "",
+      case.parallel and " tp 2" or "")
+    local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 } -- prices tp's all-reduces
+    local f8 = workload.build(testing.with(case, { dtype = "fp8" }), gpu)
+    local bf = workload.build(testing.with(case, { dtype = "bf16" }), gpu)
+    local a, b = kernel_list(f8.nodes), kernel_list(bf.nodes)
+    eq(#a, #b, what .. ": kernels")
+    local gemms, kept, attention = 0, 0, 0
+    for j, x in ipairs(a) do
+      local y = b[j]
+      local at = ("%s: %s kernel %d"):format(what, x.node.name, x.i)
+      eq(x.node.name, y.node.name, at)
+      if fp8_gemm(x.node) then
+        gemms = gemms + 1
+        eq(x.k.dtype, "fp8", at)
+        eq(x.k.act_quant, "dynamic_tensor", at .. ": its input quantised by the GEMM's own stage")
+      else
+        kept = kept + 1
+        eq(x.k.dtype, y.k.dtype, at .. ": dtype")
+        eq(x.k.bytes, y.k.bytes, at .. ": bytes")
+        eq(x.k.act_quant, nil, at .. ": no activation quantisation")
+        if x.k.kind == "attention" then attention = attention + 1 end
+      end
+    end
+    assert(gemms >= 4 and kept >= 10 and attention >= 1, ("%s: %d fp8 GEMMs, %d kept, %d attention"):format(
+      what, gemms, kept, attention))
+    if case.mode ~= "inference" then
+      eq(workload.kv_cache_bytes(f8.nodes), workload.kv_cache_bytes(bf.nodes), what .. ": the cache's bytes")
+    end
+  end
+  -- the state still counts the dequantised bmms' weights at the checkpoint's 1 B (kv_b_proj is fp8 there), as before
+  local ds = workload.build { model = "deepseek_v2_lite", gpu = "h100", mode = "decode", batch = 2, context = 64,
+    dtype = "fp8" }
+  local w_uk, all, fp8_params = nil, 0, 0
+  for _, n in ipairs(ds.nodes) do
+    local p = (n.params or 0) * (n.count or 1)
+    all = all + p
+    if n.op == "matmul" and p > 0 then w_uk = w_uk or n end
+    if p > 0 and (n.dtype == "fp8" or n.op == "matmul" or (n.op == "weight" and n.attrs.expert)) then
+      fp8_params = fp8_params + p
+    end
+  end
+  eq(kernels(w_uk, false)[1].dtype, "bf16", "MLA's absorbed bmm")
+  testing.near(ds.state.weights * all, fp8_params + 2 * (all - fp8_params), "DeepSeek fp8 weight bytes", 1e-9)
+  -- HF's inference cache: bf16 K and V, 2 · layers · b · kvh · s · d · 2 B
+  local inf = workload.build { model = "llama3_8b", gpu = "h100", mode = "inference", batch = 8, seq = 1024, dtype = "fp8" }
+  eq(workload.kv_cache_bytes(inf.nodes), 2 * 32 * 8 * 8 * 1024 * 128 * 2, "HF's cache of bf16 K and V")
+  -- the closed form of SDPA at batch 8 × 1024 (Q, K, V, O; 32 query and 8 KV heads of 128): 2 B each, not 1
+  local sdpa
+  for _, n in ipairs(inf.nodes) do if n.op == "sdpa" then sdpa = kernels(n, false)[1] break end end
+  eq(sdpa.dtype, "bf16", "SDPA")
+  eq(sdpa.bytes, 2 * (2 * 8 * 32 * 1024 * 128 + 2 * 8 * 8 * 1024 * 128), "SDPA bytes: Q, O, K, V at 2 B")
+  -- an fp8 cache under fp8: the cache write and the decode attention read it at 1 B, as under bf16 compute
+  local base = { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 4, context = 256, kv_dtype = "fp8" }
+  local kv8 = workload.build(testing.with(base, { dtype = "fp8" }))
+  local kv8_bf = workload.build(testing.with(base, { dtype = "bf16" }))
+  eq(workload.kv_cache_bytes(kv8.nodes), workload.kv_cache_bytes(kv8_bf.nodes), "an fp8 cache: 1 B")
+  local default = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 4, context = 256, dtype = "fp8" }
+  eq(workload.kv_cache_bytes(kv8.nodes) * 2, workload.kv_cache_bytes(default.nodes), "half the default bf16 cache")
 end
 
 -- fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, once, naming the measured kernel gemm_fp8 is

@@ -48,7 +48,7 @@ function M.comm_node(plan, t)
 end
 
 --- A collective node of M.comm_node moved to another element type by a workload pass that changes what a graph's
---- activations are (neusight.workload fp8_training_dtypes): its dtype, and comm_node's price of the new bytes.
+--- activations are (neusight.workload fp8_dtypes): its dtype, and comm_node's price of the new bytes.
 ---@param plan table neusight.parallel.plan()
 ---@param node table a node M.comm_node made
 ---@param dtype string

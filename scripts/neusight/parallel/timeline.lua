@@ -286,7 +286,7 @@ local function prepare(plan, nodes, times, reuse)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   -- The activation a stage hands on: the boundary node's output in its own dtype (the compute dtype, but bf16 in fp8
-  -- training, whose activations Transformer Engine keeps in bf16: neusight.workload fp8_training_dtypes).
+  -- training, whose activations Transformer Engine keeps in bf16: neusight.workload fp8_dtypes).
   local shape, at = boundary_shape(nodes, groups)
   local p2p_bytes = shape and numel(shape) * K.dtype_bytes(at.dtype or plan.dtype or "fp32") or 0
   local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
