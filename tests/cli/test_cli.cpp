@@ -453,6 +453,34 @@ TEST_CASE("eval kernels: per-row JSON, per GPU x family summary, unhandled rows 
   for (const auto& row : roof["rows"]) CHECK(double(row["predicted_ms"]) <= double(row["measured_ms"]));
 }
 
+TEST_CASE("eval kernels: a family priced by the roofline fallback says so on stderr and in the JSON", "[cli][eval]") {
+  // --weights weights/nvidia (the vendor folder, not the root) holds no nvidia/<family> folder: the tensor-core rows
+  // fall back to the roofline, which the predictor warns of; eval printed the fallback's MAPE without a word.
+  const auto wrong = run_cli("eval kernels tests/fixtures/aiconfigurator/gemm.csv --weights weights/nvidia --format json");
+  INFO(wrong.err);
+  REQUIRE(wrong.code == 0);
+  const json w = parse_json(wrong);
+  REQUIRE(w["warnings"].is_array());
+  bool tc16 = false;
+  for (const auto& line : w["warnings"]) tc16 = tc16 || std::string(line).find("no gemm_tc16 weights for nvidia GPUs") == 0;
+  CHECK(tc16);
+  CHECK(wrong.err.find("neusight: warning: no gemm_tc16 weights for nvidia GPUs in weights/nvidia/nvidia") !=
+        std::string::npos);
+  // said once, however many forecasts the rows take
+  const auto first = wrong.err.find("no gemm_tc16 weights");
+  CHECK(wrong.err.find("no gemm_tc16 weights", first + 1) == std::string::npos);
+  // the bundled weights price every row by the tile model: nothing to say
+  const auto right = run_cli("eval kernels tests/fixtures/aiconfigurator/gemm.csv --format json");
+  INFO(right.err);
+  CHECK(parse_json(right)["warnings"].empty());
+  CHECK(right.err.find("warning") == std::string::npos);
+  // a --weights no predictor reads is said once, not twice (the predictor's warnings end with the session's note)
+  const auto unused = run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --weights tests");
+  const auto note = unused.err.find("--weights tests has no effect");
+  REQUIRE(note != std::string::npos);
+  CHECK(unused.err.find("--weights tests has no effect", note + 1) == std::string::npos);
+}
+
 TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "[cli][train]") {
   temp_dir t;
   const auto out = (t.path / "nvidia/layernorm").string();
