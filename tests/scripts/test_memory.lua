@@ -143,13 +143,14 @@ function T.test_sequence_shard_must_be_a_whole_number_of_ranks()
 end
 
 function T.test_sdpa_keeps_no_scores()
-  -- FlashAttention keeps Q, K, V, O (4·sbh·e) and the fp32 logsumexp (4·b·a·s) instead of 2·a·s²·b·e + a·s²·b
+  -- FlashAttention keeps Q, K, V (3·sbh·e) and the fp32 logsumexp (4·b·a·s) instead of 2·a·s²·b·e + a·s²·b; its output
+  -- O is c_proj's saved input (a view of it, ops/sdpa.lua output_shared), counted there in both graphs
   local eager = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true }))
   local sdpa = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true,
                                                 attention = "sdpa" }))
   local sbh = S * B * H
-  -- eager: QKᵀ's Q and K, ·V's V (3·sbh·2) + 5·a·s²·b; sdpa: Q, K, V, O (4·sbh·2) + lse
-  eq(eager - sdpa, 5 * A * S * S * B + 3 * sbh * 2 - 4 * sbh * 2 - 4 * B * A * S, "eager − sdpa")
+  -- eager: QKᵀ's Q and K, ·V's V (3·sbh·2) + 5·a·s²·b; sdpa: Q, K, V (3·sbh·2) + lse
+  eq(eager - sdpa, 5 * A * S * S * B - 4 * B * A * S, "eager − sdpa")
 end
 
 function T.test_loss_saves_fp32_log_probabilities_and_is_the_temporary_peak()
@@ -159,6 +160,36 @@ function T.test_loss_saves_fp32_log_probabilities_and_is_the_temporary_peak()
   local T_, V = B * (S - 1), CFG.vocab_size
   eq(memory.node_saved(loss, load_op("cross_entropy")), 4 * T_ * V + 8 * T_, "fp32 log-softmax + int64 targets")
   eq(memory.node_temporary(loss, load_op("cross_entropy")), 2 * T_ * V + 2 * 4 * T_ * V, "logits + 2 fp32 gradients")
+end
+
+function T.test_llama_megatron_sdpa_layer_closed_form_counts_the_attention_output_once()
+  -- Megatron-Core Llama layer in bf16 (e = 2) with flash attention, per layer, what autograd keeps:
+  --   input_layernorm, pre_mlp_layernorm   input (2·sbh) + fp32 rstd per row (4·sb)
+  --   linear_qkv, linear_fc1               their inputs (2·sbh each)
+  --   core attention (sdpa)                Q (2·sbh), K and V (2 · 2·sb·kvh·d), the fp32 logsumexp (4·b·a·s), and O
+  --   linear_proj                          its input: O itself (a view of the kernel's output), counted once
+  --   SwiGLU                               gate and up (2 · 2·sb·I); linear_fc2 its input (2·sb·I)
+  -- = 12·sbh + 4·sb·kvh·d + 6·sb·I + 8·sb + 4·b·a·s. (The Korthikanti count for a GPT layer is 34·sbh +
+  -- 5·a·s²·b; with SwiGLU, GQA and flash attention, Llama-3-8B's I = 3.5h, kvh·d = h/4 make it 34·sbh too.)
+  -- O was counted twice (by the sdpa node and by o_proj): 14·sbh + … here, 36·sbh for Llama-3-8B.
+  local b, s, h, a, kvh, I = 2, 32, 64, 8, 2, 224
+  local d = h // a
+  local cfg = { name = "tiny", hidden_size = h, intermediate_size = I, num_hidden_layers = 2, num_attention_heads = a,
+    num_key_value_heads = kvh, vocab_size = 256, max_position_embeddings = 256 }
+  local layer = 0
+  for _, n in ipairs(llama.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", megatron = true,
+                                        attention = "sdpa" })) do
+    if n.layer == "layers" then layer = layer + memory.node_saved(n, load_op(n.op)) end
+  end
+  local sbh, sb = s * b * h, s * b
+  eq(layer, 12 * sbh + 4 * sb * kvh * d + 6 * sb * I + 8 * sb + 4 * b * a * s, "Megatron Llama layer, sdpa")
+  -- HF's eager-mode sdpa path likewise: o_proj's input is a view of the sdpa output
+  local by = {}
+  for _, n in ipairs(llama.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "sdpa" })) do
+    by[n.name] = memory.node_saved(n, load_op(n.op))
+  end
+  eq(by["layers.self_attn.o_proj"], 2 * sbh, "o_proj keeps O")
+  eq(by["layers.self_attn.sdpa"], 2 * sbh + 2 * 2 * sb * kvh * d + 4 * b * a * s, "sdpa keeps Q, K, V and lse, not O again")
 end
 
 function T.test_llama_saves_shared_inputs_once()

@@ -129,7 +129,8 @@ function M.build(cfg, opts)
   add("permute", "layer.attention.self.query_heads", { { b, s, nh, hd } }, heads)
   if opts.attention == "sdpa" then
     -- HF's BertSdpaSelfAttention: one fused, non-causal kernel each way (the padding mask is an SDPA argument).
-    add("sdpa", "layer.attention.self.sdpa", { heads, heads, heads }, heads, 0, { causal = false })
+    -- output_shared: attention.output.dense saves O itself (a view: ops/sdpa.lua)
+    add("sdpa", "layer.attention.self.sdpa", { heads, heads, heads }, heads, 0, { causal = false, output_shared = true })
   else
     add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
     add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu

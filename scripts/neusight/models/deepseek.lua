@@ -387,6 +387,7 @@ function M.graph(r, opts)
     if sdpa then
       add("sdpa", a .. ".sdpa", { q_heads, q_heads, v_heads }, v_heads, 0, {
         core_attention = true, causal = true, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        output_shared = true, -- o_proj saves O itself (a view: ops/sdpa.lua)
         note = "V narrower than Q and K: PyTorch's memory-efficient kernel" })
     else
       add("matmul", a .. ".qk", { q_heads, { b, nh, dqk, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })

@@ -130,7 +130,7 @@ function M.build(cfg, opts)
     -- HF's sdpa attention (GPT2SdpaAttention) and Megatron-Core with flash attention: one fused kernel each way
     -- (ops/sdpa.lua), causal, dropout inside the kernel; no scores tensor is materialised.
     add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0,
-      { core_attention = true, causal = true, core_inputs = "1,2,3" })
+      { core_attention = true, causal = true, core_inputs = "1,2,3", output_shared = true }) -- c_proj saves O (ops/sdpa.lua)
   else
     -- core_inputs: what the region keeps when selective recomputation re-runs it (Q and K here, V at ·V)
     add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })

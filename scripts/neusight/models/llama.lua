@@ -431,6 +431,7 @@ function M.graph(r, opts, moe)
       add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
         core_attention = true, causal = win ~= "mask", window = band and win or nil,
         dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        output_shared = true, -- o_proj saves O itself (a view: ops/sdpa.lua)
         note = win == "mask" and "sliding-window mask: memory-efficient kernel over all s × s pairs"
           or band and ("sliding window %d: FlashAttention's windowed kernel, the causal pairs within the window"):format(win)
           or nil })

@@ -203,7 +203,8 @@ function M.build(cfg, opts)
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
     N.hf_cache(opts, nodes[#nodes], b, nh, s, hd) -- K and V kept in HF's past_key_values (inference: use_cache)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
-    add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
+    -- output_shared: out_proj saves O itself (a view: ops/sdpa.lua)
+    add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true, output_shared = true })
   else
     project("q")
     add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
