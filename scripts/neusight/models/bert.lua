@@ -140,7 +140,11 @@ function M.build(cfg, opts)
     add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
   end
   add("permute", "layer.attention.self.merge_heads", { heads }, { b, s, nh, hd })
-  add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  -- .contiguous() copies the eager ·V product; the sdpa kernel's output is already in (b, s, heads, head_dim) order
+  -- (ops/sdpa.lua): a no-op there, as in GPT-2 (models/gpt.lua)
+  if opts.attention ~= "sdpa" then
+    add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  end
   -- Row-parallel attention.output.dense: the bias is added once, after the all-reduce (replicated parameters).
   add("linear", "layer.attention.output.dense", { xl }, x, hl * h + h)
   tp_all_reduce("layer.attention.output.tp_out", x, "forward", "g: sum of the row-parallel attention.output.dense partial outputs")

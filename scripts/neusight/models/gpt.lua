@@ -152,7 +152,11 @@ function M.build(cfg, opts)
     add("matmul", "h.attn.pv", { scores, heads }, heads, 0, { core_attention = true, core_inputs = "2" })
   end
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
-  add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  -- .contiguous() copies the eager ·V product; the sdpa kernels' output is already in (b, s, heads, head_dim) order
+  -- (ops/sdpa.lua), so there it is a no-op: the tests/fixtures/traces/hf GPT-2 trace runs sdpa → transpose → view → addmm
+  if decode or opts.attention ~= "sdpa" then
+    add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  end
   -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
   add("addmm", "h.attn.c_proj", { { h }, { T, hl }, { hl, h } }, { T, h }, hl * h + h)
   tp_out("h.attn.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
