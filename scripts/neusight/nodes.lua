@@ -121,8 +121,12 @@ function M.causal_lm_loss(g, b, s, V, opts)
   if not (opts.training and opts.loss ~= false and s > 1) then return end
   local n = b * (s - 1)
   if M.upcasts(g) then
-    M.add_as(g, "fp32", "cast", "loss.logits_float", { { b, s - 1, V } }, { b, s - 1, V }, 0, { from = g.dtype })
-    M.add_as(g, "fp32", "cross_entropy", "loss", { { n, V }, { n } }, { 1 }, 0, { from = g.dtype })
+    -- Megatron-Core's vocab-parallel cross-entropy works in place in the upcast logits, which it saves as the softmax
+    -- (ops/cross_entropy.lua inplace): the cast's output is that saved buffer (ops/cast.lua output_shared)
+    local inplace = opts.megatron == true or nil
+    M.add_as(g, "fp32", "cast", "loss.logits_float", { { b, s - 1, V } }, { b, s - 1, V }, 0,
+      { from = g.dtype, output_shared = inplace })
+    M.add_as(g, "fp32", "cross_entropy", "loss", { { n, V }, { n } }, { 1 }, 0, { from = g.dtype, inplace = inplace })
   else
     g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
     g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
