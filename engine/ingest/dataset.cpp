@@ -226,8 +226,12 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     // holds them) are not modelled below, as a value that names none of our dtypes
     const std::string a = dtype_named(adt), kv = dtype_named(kvdt);
     const bool half = a == "bf16" || a == "fp16";
-    if (a == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
     const bool prefill = op == "context_attention", fp8_cache = half && kv == "fp8";
+    // the family is the op's: a row of a family not requested is counted as that, whatever below is not modelled
+    // in it, as every reading counts it (row_admit)
+    if (const family fam = prefill ? family::attention_prefill : family::attention_decode; only && fam != *only)
+      return "family " + std::string(family_name(fam)) + " not requested";
+    if (a == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
     if (!half || (kv != a && kv != "fp8"))
       return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + kvdt +
              "' is not modelled (bfloat16 or float16 for both, or an fp8 cache in decode)";
