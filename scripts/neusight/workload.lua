@@ -1473,9 +1473,9 @@ end
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs), the
 -- builder options, the routing of a model with routed experts and the position limit (M.position_limit, of the
 -- builder looked up here).
-local function graph_of(w, gpu)
+local function graph_of(w, gpu, notes)
   local training = w.mode == "train"
-  local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
+  local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss, notes = notes }
   if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype or M.kv_default(w.dtype) end
   local par, plan = nil, nil
   -- Activation recomputation is modelled by the timeline only: a one-GPU training run asking for it is a one-device
@@ -1763,10 +1763,13 @@ local function function_checks(w, opts, nodes, name, signature)
 end
 
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
---- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
+--- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan. `notes` (optional, a table):
+--- the builder's notes on the kernels it chose (Gemma-2's soft-capping under sdpa, a sliding window's kernel) are
+--- appended to it, not said on stderr, for a build no forecast is made of (neusight.catalog's listing); the builder
+--- gets it as opts.notes. Collected, a note is not used up: a later forecast of the model still says it.
 ---@return string model_name
 ---@return neusight.Node[] nodes
-M.graph = function(w, gpu) return graph_of(w, gpu) end
+M.graph = function(w, gpu, notes) return graph_of(w, gpu, notes) end
 
 --- Expands a workload into its build: one table of what the engine and the report read of it,
 ---   model           the model's name

@@ -315,11 +315,19 @@ function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
 -- Gemma2's attn_logit_softcapping under sdpa: HF's sdpa_attention_forward drops the softcap (only eager and
 -- flash_attention_2 apply it), so the model HF runs there has no soft-capping and its kernel is the plain sdpa one.
 -- Said once per model name (search builds a graph per layout).
+-- A build given opts.notes (a table: neusight.workload graph's `notes`, a listing's build) gets each note appended
+-- there, unsaid and not used up; else each is said once.
+local function note(opts, seen, key, text)
+  if type(opts.notes) == "table" then
+    opts.notes[#opts.notes + 1] = text
+  elseif not seen[key] then
+    seen[key] = true
+    require("neusight").warn(text)
+  end
+end
 local softcap_warned = {}
-local function softcap_note(who)
-  if softcap_warned[who] then return end
-  softcap_warned[who] = true
-  require("neusight").warn(("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
+local function softcap_note(who, opts)
+  note(opts, softcap_warned, who, ("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
     .. "flash_attention_2 do), so the forecast prices the sdpa kernel alone; give --attention eager (workload field "
     .. "attention) for the kernels of the soft-capped scores"):format(who))
 end
@@ -327,11 +335,8 @@ end
 -- Which kernel a sliding-window model's windowed layers were priced as (sdpa attention, the window reached), said
 -- once per model name and kernel: a serving prefill's windowed FlashAttention kernel, or HF's masked one.
 local window_warned = {}
-local function window_note(who, window, band)
-  local key = who .. (band and "|band" or "|mask")
-  if window_warned[key] then return end
-  window_warned[key] = true
-  require("neusight").warn(band
+local function window_note(who, window, band, opts)
+  note(opts, window_warned, who .. (band and "|band" or "|mask"), band
     and ("%s: sliding window %d: the windowed layers' prefill attention is priced as the serving engines' windowed "
       .. "FlashAttention kernel (vLLM, SGLang), the causal pairs within the window (about s × %d)"):format(who, window, window)
     or ("%s: sliding window %d: the windowed layers' attention is priced as HF's sdpa path runs it, a masked "
@@ -376,7 +381,7 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
-  if sdpa and not decode and r.attn_softcap then softcap_note(who) end
+  if sdpa and not decode and r.attn_softcap then softcap_note(who, opts) end
   local g = N.new(dtype, shard, sp)
   g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
@@ -504,7 +509,7 @@ function M.graph(r, opts, moe)
   local capped = kv ~= nil and kv_window < kv -- the window caps a windowed layer's cache
   local masked = not serve and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
   local sliding = (capped or masked) and r.windowed or 0
-  if sliding > 0 and sdpa and not decode then window_note(who, r.window, serve ~= nil) end
+  if sliding > 0 and sdpa and not decode then window_note(who, r.window, serve ~= nil, opts) end
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
   -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
   -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed
