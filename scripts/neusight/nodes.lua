@@ -470,13 +470,16 @@ end
 --- un-repeated ones it is given (the graph's), so the cache adds nothing there. Only a plain one-GPU run (no
 --- opts.parallel: a plan's recomputation is gradient checkpointing, which turns use_cache off).
 --- Counted whole: a peak in an early layer (eager attention's scores) has only the earlier layers' cache beside it.
-function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim, heads)
+function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim, heads, v_dtype)
   if opts.phase ~= nil or opts.megatron or opts.use_cache == false then return end
   if opts.training and not (opts.attention == "eager" and heads and kv_heads < heads and opts.parallel == nil) then
     return
   end
-  node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim + (v_head_dim or head_dim))
-    * require("neusight.kernels").dtype_bytes(node.dtype)
+  -- K in the dtype of `node` (the rotated K: fp32 under torch.autocast, neusight.nodes rope), V in `v_dtype` (default
+  -- the same; the compute dtype of v_proj's output under autocast)
+  local K = require "neusight.kernels"
+  node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim * K.dtype_bytes(node.dtype)
+    + (v_head_dim or head_dim) * K.dtype_bytes(v_dtype or node.dtype))
   node.attrs.kv_cache_tokens = tokens
 end
 

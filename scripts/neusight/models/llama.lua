@@ -432,7 +432,8 @@ function M.graph(r, opts, moe)
     end
     rope(a .. ".rotary.q", q_heads, q_half)
     rope(a .. ".rotary.k", kv_heads, kv_half)
-    N.hf_cache(opts, nodes[#nodes], b, kvh, s, hd, nil, nh) -- the rotated K (and V) in HF's past_key_values
+    -- the rotated K (fp32 under autocast) and V (v_proj's output) in HF's past_key_values
+    N.hf_cache(opts, nodes[#nodes], b, kvh, s, hd, nil, nh, dtype)
     -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
     local core = { core_attention = true }
     if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, kvh, s, hd, kv, window) end
