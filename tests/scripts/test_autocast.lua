@@ -133,6 +133,31 @@ function T.test_gpt2_layer_saved_under_autocast()
   eq(by["h.attn.residual"].dtype, "fp32", "fp32 residual add")
 end
 
+-- OPT (pre-LN) and BERT under autocast, b = 2, s = 32, h = 64, 4 heads: the LayerNorms keep their fp32 inputs
+-- (+ 2 Th each); OPT's k_proj and v_proj cast and save their own copies of the normed x (+ 2 Th each; BERT's three
+-- projections were counted apart already); eager attention's scores are fp32 from the fp32 mask's add on: softmax
+-- saves 4 B per score (+ 2), OPT's clamp (torch.max, saving its input) + 2 more.
+function T.test_opt_and_bert_layers_saved_under_autocast()
+  local b, s, h = 2, 32, 64
+  local Th, scores = b * s * h, b * 4 * s * s
+  local function delta(arch, cfg, layer, attention)
+    local m = require("neusight.models." .. arch)
+    local function saved(autocast)
+      return layer_saved(m.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
+                                        autocast = autocast }), layer)
+    end
+    return saved(true) - saved(nil)
+  end
+  local opt = { name = "o", hidden_size = h, ffn_dim = 256, num_hidden_layers = 2, num_attention_heads = 4,
+                vocab_size = 500, max_position_embeddings = 256 }
+  local bert = { name = "b", hidden_size = h, intermediate_size = 256, num_hidden_layers = 2, num_attention_heads = 4,
+                 vocab_size = 500, max_position_embeddings = 256, type_vocab_size = 2 }
+  eq(delta("opt", opt, "layers", "sdpa"), 8 * Th, "OPT sdpa")
+  eq(delta("opt", opt, "layers", "eager"), 8 * Th + 4 * scores, "OPT eager")
+  eq(delta("bert", bert, "layer", "sdpa"), 4 * Th, "BERT sdpa")
+  eq(delta("bert", bert, "layer", "eager"), 4 * Th + 2 * scores, "BERT eager")
+end
+
 -- The workload turns it on for precision amp with eager kernels in 16-bit training only: not for pure, Megatron-LM's
 -- kernels (its own bf16 parameters) or inference.
 function T.test_workload_autocast_only_for_amp_eager_training()
