@@ -169,6 +169,15 @@ end
 --- (fp32 embedding weights; add takes its widest input; LlamaRMSNorm's fp32 weight · x promotes), else the graph's.
 function M.stream_dtype(g) return g.autocast and "fp32" or g.dtype end
 
+--- attrs.input_dtypes (neusight.rules io_bytes) of an element-wise op whose operands are `first` and `second` under
+--- torch.autocast (the fp32 stream plus a 16-bit branch, the 16-bit scores plus the fp32 mask: "fp32" or "dtype" for
+--- the graph's compute dtype), nil otherwise (one dtype: the node's).
+function M.mixed(g, first, second)
+  if not g.autocast then return nil end
+  local function of(d) return d == "dtype" and g.dtype or d end
+  return of(first) .. "," .. of(second)
+end
+
 --- Whether HF's RMSNorm / router upcast to fp32 under the graph's dtype (16-bit and fp8 models: casts around them).
 function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 4 end
 
@@ -237,10 +246,11 @@ function M.rope(g, p, heads, half, rope_table, interleave, in_dtype)
   local out_dtype = g.autocast and "fp32" or x_dtype
   if interleave then M.add_as(g, x_dtype, "contiguous", p .. ".interleave", { heads }, heads) end
   -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
-  M.add_as(g, out_dtype, "mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+  local mixed = g.autocast and x_dtype ~= "fp32" and (x_dtype .. ",fp32") or nil -- x in its dtype, cos / sin fp32
+  M.add_as(g, out_dtype, "mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "", input_dtypes = mixed })
   M.add_as(g, x_dtype, "mul", p .. ".neg", { half }, half)                          -- −x2: neg (as VECmulu)
   M.add_as(g, x_dtype, "contiguous", p .. ".rotate_half", { half, half }, heads)    -- torch.cat((−x2, x1), -1)
-  M.add_as(g, out_dtype, "mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+  M.add_as(g, out_dtype, "mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "", input_dtypes = mixed })
   M.add_as(g, out_dtype, "add", p .. ".add", { heads, heads }, heads)
 end
 

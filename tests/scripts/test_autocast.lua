@@ -105,9 +105,12 @@ function T.test_autocast_fp32_residual_stream()
     eq(ac[name].dtype, "fp32", name .. " under autocast")
     eq(pure[name].dtype, "bf16", name .. " pure")
   end
-  eq(fw_bytes(ac["layers.attn_residual"]), 3 * 4 * TOK * H, "fp32 residual add bytes")
+  eq(fw_bytes(ac["layers.attn_residual"]), (4 + 2 + 4) * TOK * H, "fp32 residual add bytes: the fp32 stream, the bf16 branch, fp32 out")
   eq(fw_bytes(pure["layers.attn_residual"]), 3 * 2 * TOK * H, "bf16 residual add bytes")
   eq(ac["layers.self_attn.rotary.q.neg"].dtype, "bf16", "−x2 in q's dtype")
+  -- q · cos reads bf16 q and the fp32 (b, 1, s, hd) table, writes fp32 (attrs.input_dtypes, neusight.rules io_bytes)
+  eq(fw_bytes(ac["layers.self_attn.rotary.q.cos"]), TOK * NH * HD * (2 + 4) + B * S * HD * 4, "RoPE's q · cos bytes")
+  eq(fw_bytes(pure["layers.self_attn.rotary.q.cos"]), (TOK * NH * HD * 2 + B * S * HD) * 2, "pure: all bf16")
   assert(not ac["layers.input_layernorm.to_fp32"] and not ac["layers.input_layernorm.to_dtype"],
     "an fp32 input: .to(fp32) and .to(input_dtype) are no-ops")
   assert(pure["layers.input_layernorm.to_fp32"] and pure["layers.input_layernorm.to_dtype"], "pure: the casts")

@@ -147,7 +147,8 @@ function M.build(cfg, opts)
   else
     add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
     add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu
-    add_as(stream, "add", "layer.attention.self.mask", { scores, mask }, scores)
+    add_as(stream, "add", "layer.attention.self.mask", { scores, mask }, scores, 0,
+      { input_dtypes = N.mixed(g, "dtype", "fp32") })
     add_as(stream, "softmax", "layer.attention.self.softmax", { scores }, scores)
     add_as(stream, "dropout", "layer.attention.self.dropout", { scores }, scores)
     N.autocast_cast(g, "layer.attention.self.pv.p_cast", scores)
@@ -163,7 +164,8 @@ function M.build(cfg, opts)
   add("linear", "layer.attention.output.dense", { xl }, x, hl * h + h)
   tp_all_reduce("layer.attention.output.tp_out", x, "forward", "g: sum of the row-parallel attention.output.dense partial outputs")
   add("dropout", "layer.attention.output.dropout", { x }, x)
-  add_as(stream, "add", "layer.attention.output.residual", { x, x }, x, 0, { fused_external = 1 })
+  add_as(stream, "add", "layer.attention.output.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- LayerNorm(hidden_states + input_tensor)
   add_as(stream, "layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
   tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense")
   cast_in("layer.intermediate.dense", x)
@@ -172,7 +174,8 @@ function M.build(cfg, opts)
   add("linear", "layer.output.dense", { { b, s, ni } }, x, ni * h + h)
   tp_all_reduce("layer.output.tp_out", x, "forward", "g: sum of the row-parallel output.dense partial outputs")
   add("dropout", "layer.output.dropout", { x }, x)
-  add_as(stream, "add", "layer.output.residual", { x, x }, x, 0, { fused_external = 1 })
+  add_as(stream, "add", "layer.output.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") })
   add_as(stream, "layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
 
   g.layer, g.count = "", 1

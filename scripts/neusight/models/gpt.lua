@@ -171,7 +171,8 @@ function M.build(cfg, opts)
   add("addmm", "h.attn.c_proj", { { h }, { T, hl }, { hl, h } }, { T, h }, hl * h + h)
   tp_out("h.attn.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.attn.resid_dropout", { xs }, xs)
-  add_as(stream, "add", "h.attn.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
+  add_as(stream, "add", "h.attn.residual", { xs, xs }, xs, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- attn_output + residual -- x + residual stream (fusion.lua)
   add_as(stream, "layernorm", "h.ln_2", { xs }, xs, 2 * h)
   local fc_in = tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc", { T, h }, "h.mlp.c_fc")
   N.autocast_cast(g, "h.mlp.c_fc.input_cast", fc_in)
@@ -193,7 +194,8 @@ function M.build(cfg, opts)
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
   tp_out("h.mlp.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.mlp.dropout", { xs }, xs)
-  add_as(stream, "add", "h.mlp.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
+  add_as(stream, "add", "h.mlp.residual", { xs, xs }, xs, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- feed_forward_hidden_states + residual -- x + residual stream (fusion.lua)
 
   g.layer, g.count = "", 1
   add_as(stream, "layernorm", "ln_f", { xs }, xs, 2 * h)

@@ -411,6 +411,8 @@ function M.graph(r, opts, moe)
   -- an op on autocast's fp32 list (softmax) or fed an fp32 operand (the mask add: HF's causal mask is in the fp32
   -- inputs_embeds' dtype) under autocast runs in fp32; `add_as(attn32, ...)`
   local attn32 = g.autocast and "fp32" or dtype
+  -- residual + the branch's 16-bit output (HF's `residual + hidden_states`; fusion.lua's fused_external)
+  local function residual_attrs() return { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") } end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -476,7 +478,8 @@ function M.graph(r, opts, moe)
           add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
           add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
         end
-        add_as(attn32, "add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask  VECadd
+        add_as(attn32, "add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0,
+          { core_attention = true, input_dtypes = N.mixed(g, "dtype", "fp32") })   -- + causal mask  VECadd
         add_as(attn32, "softmax", a .. ".softmax", { scores }, scores, 0, core) -- softmax(dtype=fp32).to(q's dtype)
       end
       if r.p_drop > 0 then add_as(attn32, "dropout", a .. ".dropout", { scores }, scores, 0, core) end
@@ -491,10 +494,10 @@ function M.graph(r, opts, moe)
     -- the residual adds: fp32 under autocast (add takes its widest input, the fp32 stream)
     if r.sandwich then -- Gemma2: the attention output normed before the residual add, the MLP's input after it
       rms_norm(p .. ".post_attention_layernorm", xs, h)
-      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
       rms_norm(p .. ".pre_feedforward_layernorm", xs, h, stream)
     else
-      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
       rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     end
     local m = p .. ".mlp"
@@ -509,7 +512,7 @@ function M.graph(r, opts, moe)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
     if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
-    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs())
   end
 
   N.embed_tokens(g, x, V)

@@ -196,7 +196,8 @@ function M.build(cfg, opts)
     N.autocast_cast(g, "project_in.input_cast", { b, s, wep })
     add("linear", "project_in", { { b, s, wep } }, x, wep * h, { bias = false })
   end
-  add_as(stream, "add", "embed_add", { x, x }, x)
+  add_as(stream, "add", "embed_add", { x, x }, x, 0,
+    { input_dtypes = wep ~= h and N.mixed(g, "dtype", "fp32") or nil }) -- (project_in's 16-bit output + positions)
 
   g.layer, g.count = "layers", L
   if pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
@@ -236,7 +237,8 @@ function M.build(cfg, opts)
     add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
     add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
     -- scores.view(b, nh, s, s) + the (b, 1, s, s) causal ∧ padding mask
-    add_as(attn32, "add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s })
+    add_as(attn32, "add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s }, 0,
+      { input_dtypes = N.mixed(g, "dtype", "fp32") })
     -- torch.max(scores, torch.tensor(finfo.min)): an element-wise kernel over the scores
     add_as(attn32, "maximum", "layers.self_attn.clamp", { { b, nh, s, s }, { 1 } }, { b, nh, s, s })
     add_as(attn32, "softmax", "layers.self_attn.softmax", { scores }, scores)
@@ -250,7 +252,8 @@ function M.build(cfg, opts)
   linear("layers.self_attn.out_proj", xl, hl, h, x)
   tp_all_reduce("layers.self_attn.tp_out", x, "forward", "g: sum of the row-parallel out_proj partial outputs")
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
-  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0, { fused_external = 1 })
+  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
   if not pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
@@ -260,7 +263,8 @@ function M.build(cfg, opts)
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
   tp_all_reduce("layers.fc2.tp_out", x2d, "forward", "g: sum of the row-parallel fc2 partial outputs")
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
-  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0, { fused_external = 1 })
+  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
   add("view", "layers.unflatten", { x2d }, x)
   if not pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 
