@@ -10,7 +10,9 @@
 --           picked by whose code runs the model (workload.lua: parallel.kernels):
 --     "autocast" (PyTorch torch.autocast, eager kernels: single-GPU runs and parallel.kernels = "eager"):
 --           parameters, gradients and moments stay fp32; the 16-bit weight copies are casts inside the ops
---           (not separate state). fp16 adds GradScaler's unscale/inf-check pass over the gradients. With fp8
+--           (not separate state; the graph's dtype flow under it — fp32 stream and norms, per-op input casts, a weight
+--           cast per GEMM per forward — is the builders', from the workload's opts.autocast: neusight.nodes
+--           autocast_cast). fp16 adds GradScaler's unscale/inf-check pass over the gradients. With fp8
 --           compute the same bytes are named "transformer_engine": torch.autocast has no fp8, and fp8 GEMMs over
 --           fp32 parameters, gradients and moments with cached fp8 weight copies is Transformer Engine's recipe.
 --     "megatron" (Megatron-LM Float16Optimizer / distributed optimizer, parallel.kernels = "megatron"):

@@ -436,7 +436,9 @@ end
 -- and scripts/collect/hf_trace.py's `out = model(ids, labels=ids); out.loss.backward()` holds `out` (and its
 -- DynamicCache) through the backward. With eager attention and grouped-query heads that is memory beyond autograd's
 -- saved tensors (those are repeat_kv's copies; the cache holds the un-repeated rotated K and V): Llama-3-8B bf16,
--- batch 1 x 1024, 2 · 32 layers · 1024 · 8 kv heads · 128 · 2 B = 134 MB (before: not counted). Nothing with sdpa (it
+-- batch 1 x 1024, 2 · 32 layers · 1024 · 8 kv heads · 128 · 2 B = 134 MB (before: not counted) under precision pure;
+-- under amp's torch.autocast the rotated K is fp32 (RoPE's cos / sin are), V bf16: 32 · 1024 · 8 · 128 · (4 + 2)
+-- = 201 MB (neusight.nodes rope, hf_cache). Nothing with sdpa (it
 -- saves the un-repeated K and V it is given), with one kv head per query head (eager's matmuls save K and V), under
 -- recomputation (gradient checkpointing turns use_cache off) or for a config that says use_cache false.
 function T.test_training_counts_hf_cache_of_eager_gqa()
@@ -445,9 +447,11 @@ function T.test_training_counts_hf_cache_of_eager_gqa()
     w.batch, w.seq = w.batch or 1, w.seq or 1024
     return require("neusight.workload").build(w, H100)
   end
-  local cache = 2 * 32 * 1024 * 8 * 128 * 2
+  local cache = 32 * 1024 * 8 * 128 * (4 + 2)
+  eq(build { model = "llama3_8b", attention = "eager", precision = "pure" }.kv_cache_bytes, 2 * 32 * 1024 * 8 * 128 * 2,
+    "pure bf16: K and V in bf16")
   local e = build { model = "llama3_8b", attention = "eager" }
-  eq(e.kv_cache_bytes, cache, "eager GQA: the un-repeated K and V of every layer")
+  eq(e.kv_cache_bytes, cache, "eager GQA: the un-repeated K (fp32 under autocast) and V of every layer")
   near(e.memory.memory.kv_cache_gb, cache / 1e9, "the memory model's KV part")
   local o = e.memory.memory
   near(o.state_gb + o.activations_gb + o.temporary_gb + o.workspace_gb + o.kv_cache_gb, e.memory.memory_gb, "parts sum")

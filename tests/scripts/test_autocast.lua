@@ -1,0 +1,186 @@
+-- tests/scripts/test_autocast.lua — precision amp under torch.autocast (eager kernels): the dtype flow of HF's modules
+-- (neusight.nodes autocast_cast / stream_dtype, the Llama-family and GPT-2 builders, neusight.workload opts.autocast):
+-- saved activations against closed forms, the cast kernels and their bytes, the fp32 residual stream.
+local llama = require "neusight.models.llama"
+local gpt = require "neusight.models.gpt"
+local memory = require "neusight.memory"
+local workload = require "neusight.workload"
+
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq = t.eq
+
+local T = {}
+
+-- A tiny Llama (GQA: 4 query heads, 2 key/value heads) with b = 2, s = 32, h = 64, I = 128.
+local CFG = { name = "tiny_llama", arch = "llama", hidden_size = 64, intermediate_size = 128, num_hidden_layers = 2,
+              num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 500, max_position_embeddings = 256 }
+local B, S, H, I, NH, KVH, HD, V = 2, 32, 64, 128, 4, 2, 16, 500
+local TOK = B * S
+
+local function build(autocast, attention)
+  return llama.build(CFG, { batch = B, seq = S, training = true, dtype = "bf16", attention = attention or "sdpa",
+                            autocast = autocast })
+end
+
+local function layer_saved(nodes, layer)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    if n.layer == (layer or "layers") then sum = sum + memory.node_saved(n, load_op(n.op)) end
+  end
+  return sum
+end
+
+local function by_name(nodes)
+  local by = {}
+  for _, n in ipairs(nodes) do by[n.name] = n end
+  return by
+end
+
+local function fw_bytes(n)
+  local sum = 0
+  for _, k in ipairs(load_op(n.op).forward(make_node(n))) do sum = sum + k.bytes end
+  return sum
+end
+
+-- Saved bytes of one Llama layer (sdpa), Th = tokens · h:
+--   pure bf16 (model.to(bf16)): per RMSNorm 4·Th (pow's fp32 x) + 8·T (rsqrt's and normalize's fp32 (T, 1)) + 2·Th
+--     (the weight multiply's bf16 input), q_proj's input 2·Th (k/v_proj share it), SDPA's Q, K, V and fp32 LSE,
+--     o_proj's 2·Th, gate_proj's 2·Th (up_proj shares it), SiLU 2·TI, mul 4·TI, down_proj 2·TI:
+--     20·Th + 16·T + 4·T·kvh·hd + 4·b·nh·s + 8·TI  (Llama-3-8B, I = 3.5 h, kvh·hd = h/4: 49 sbh)
+--   amp autocast: the norms' weight multiply reads the fp32 x (+2·Th each), k_proj, v_proj and up_proj cast the fp32
+--     normed x themselves and save their own bf16 copies (+2·Th each): + 10·Th  (59 sbh)
+function T.test_llama_layer_saved_under_autocast_closed_form()
+  local Th = TOK * H
+  local pure = 20 * Th + 16 * TOK + 4 * TOK * KVH * HD + 4 * B * NH * S + 8 * TOK * I
+  eq(layer_saved(build(nil)), pure, "pure bf16 layer (as before)")
+  eq(layer_saved(build(false)), pure, "autocast = false: the pure graph")
+  eq(layer_saved(build(true)), pure + 10 * Th, "amp autocast layer: + 10 Th")
+  -- eager attention: softmax(dtype = fp32) saves its fp32 output (4 B per score, was 2)
+  local scores = B * NH * S * S
+  eq(layer_saved(build(true, "eager")) - layer_saved(build(nil, "eager")), 10 * Th + 2 * scores,
+    "eager: + 10 Th + the fp32 probabilities' extra 2 B per score")
+end
+
+-- The casts autocast launches: per linear a weight cast (I·O, reads fp32, writes bf16: 6 B per element, no temporary: the
+-- parameter is state, the copy autocast's cache), per fp32 input of a lower-precision op a cast of it (6 B per element):
+-- q/k/v_proj's, gate/up_proj's, SDPA's q and k, lm_head's. The pure graph has none of them.
+function T.test_autocast_cast_kernels_and_bytes()
+  local by = by_name(build(true))
+  local weights = { ["layers.self_attn.q_proj"] = H * NH * HD, ["layers.self_attn.k_proj"] = H * KVH * HD,
+    ["layers.self_attn.v_proj"] = H * KVH * HD, ["layers.self_attn.o_proj"] = NH * HD * H,
+    ["layers.mlp.gate_proj"] = H * I, ["layers.mlp.up_proj"] = H * I, ["layers.mlp.down_proj"] = I * H,
+    lm_head = H * V }
+  for name, elems in pairs(weights) do
+    local c = by[name .. ".weight_cast"]
+    assert(c and c.op == "cast" and c.dtype == "bf16" and c.attrs.from == "fp32", name .. ": a weight cast")
+    eq(fw_bytes(c), elems * (4 + 2), name .. ": weight cast bytes")
+    eq(memory.node_temporary(c, load_op("cast")), 0, name .. ": the weight cast holds nothing extra")
+    eq(memory.node_saved(c, load_op("cast")), 0, name .. ": and saves nothing")
+  end
+  local inputs = { ["layers.self_attn.q_proj.input_cast"] = TOK * H, ["layers.self_attn.k_proj.input_cast"] = TOK * H,
+    ["layers.self_attn.v_proj.input_cast"] = TOK * H, ["layers.mlp.gate_proj.input_cast"] = TOK * H,
+    ["layers.mlp.up_proj.input_cast"] = TOK * H, ["layers.self_attn.sdpa.q_cast"] = TOK * NH * HD,
+    ["layers.self_attn.sdpa.k_cast"] = TOK * KVH * HD, ["lm_head.input_cast"] = TOK * H }
+  for name, elems in pairs(inputs) do
+    local c = by[name]
+    assert(c and c.op == "cast" and c.attrs.from == "fp32" and c.dtype == "bf16", name .. ": an input cast")
+    eq(fw_bytes(c), elems * (4 + 2), name .. ": input cast bytes")
+  end
+  assert(not by["layers.self_attn.o_proj.input_cast"] and not by["layers.mlp.down_proj.input_cast"],
+    "o_proj and down_proj read bf16: no cast")
+  -- the pure graph has no cast but the RMSNorm upcasts and the loss's
+  for _, n in ipairs(build(nil)) do
+    if n.op == "cast" then
+      assert(n.name:match("layernorm%.to_") or n.name:match("^norm%.to_") or n.name == "loss.logits_float", n.name)
+    end
+  end
+end
+
+-- The residual stream is fp32 under autocast: the embedding's fp32 rows, the residual adds (3 × 4 B per element), the
+-- norms without their casts; RoPE's products fp32 (cos / sin fp32), −x2 and the cat in q's bf16.
+function T.test_autocast_fp32_residual_stream()
+  local ac, pure = by_name(build(true)), by_name(build(nil))
+  for _, name in ipairs { "embed_tokens", "layers.attn_residual", "layers.mlp_residual",
+                          "layers.input_layernorm.scale", "norm.scale", "layers.self_attn.rotary.q.add" } do
+    eq(ac[name].dtype, "fp32", name .. " under autocast")
+    eq(pure[name].dtype, "bf16", name .. " pure")
+  end
+  eq(fw_bytes(ac["layers.attn_residual"]), (4 + 2 + 4) * TOK * H, "fp32 residual add bytes: the fp32 stream, the bf16 branch, fp32 out")
+  eq(fw_bytes(pure["layers.attn_residual"]), 3 * 2 * TOK * H, "bf16 residual add bytes")
+  eq(ac["layers.self_attn.rotary.q.neg"].dtype, "bf16", "−x2 in q's dtype")
+  -- q · cos reads bf16 q and the fp32 (b, 1, s, hd) table, writes fp32 (attrs.input_dtypes, neusight.rules io_bytes)
+  eq(fw_bytes(ac["layers.self_attn.rotary.q.cos"]), TOK * NH * HD * (2 + 4) + B * S * HD * 4, "RoPE's q · cos bytes")
+  eq(fw_bytes(pure["layers.self_attn.rotary.q.cos"]), (TOK * NH * HD * 2 + B * S * HD) * 2, "pure: all bf16")
+  assert(not ac["layers.input_layernorm.to_fp32"] and not ac["layers.input_layernorm.to_dtype"],
+    "an fp32 input: .to(fp32) and .to(input_dtype) are no-ops")
+  assert(pure["layers.input_layernorm.to_fp32"] and pure["layers.input_layernorm.to_dtype"], "pure: the casts")
+end
+
+-- GPT-2 under autocast: fp32 LayerNorms (autocast's fp32 list; their fp32 inputs saved: + 2 Th each), Conv1D inputs
+-- cast (their bf16 copies saved as before); eager softmax writes fp32 (+ 2 B per score), then .type(value.dtype).
+function T.test_gpt2_layer_saved_under_autocast()
+  local cfg = { name = "small", n_layer = 3, n_embd = 128, n_head = 4, vocab_size = 1000, n_positions = 128 }
+  local b, s, h, a = 2, 64, 128, 4
+  local function saved(autocast, attention)
+    return layer_saved(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
+                                        autocast = autocast }), "h")
+  end
+  eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h, "sdpa: two fp32 LayerNorm inputs")
+  eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + 2 * b * a * s * s, "eager: + the fp32 softmax")
+  local by = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager",
+                                      autocast = true }))
+  eq(by["h.attn.softmax"].dtype, "fp32", "softmax on autocast's fp32 list")
+  eq(by["h.attn.softmax.to_dtype"].attrs.from, "fp32", "attn_weights.type(value.dtype)")
+  eq(fw_bytes(by["h.attn.c_attn.weight_cast"]), h * 3 * h * 6, "c_attn's weight cast")
+  eq(fw_bytes(by["lm_head.weight_cast"]), h * 1000 * 6, "the tied lm_head casts wte's weight")
+  eq(by["h.attn.residual"].dtype, "fp32", "fp32 residual add")
+end
+
+-- OPT (pre-LN) and BERT under autocast, b = 2, s = 32, h = 64, 4 heads: the LayerNorms keep their fp32 inputs
+-- (+ 2 Th each); OPT's k_proj and v_proj cast and save their own copies of the normed x (+ 2 Th each; BERT's three
+-- projections were counted apart already); eager attention's scores are fp32 from the fp32 mask's add on: softmax
+-- saves 4 B per score (+ 2), OPT's clamp (torch.max, saving its input) + 2 more.
+function T.test_opt_and_bert_layers_saved_under_autocast()
+  local b, s, h = 2, 32, 64
+  local Th, scores = b * s * h, b * 4 * s * s
+  local function delta(arch, cfg, layer, attention)
+    local m = require("neusight.models." .. arch)
+    local function saved(autocast)
+      return layer_saved(m.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
+                                        autocast = autocast }), layer)
+    end
+    return saved(true) - saved(nil)
+  end
+  local opt = { name = "o", hidden_size = h, ffn_dim = 256, num_hidden_layers = 2, num_attention_heads = 4,
+                vocab_size = 500, max_position_embeddings = 256 }
+  local bert = { name = "b", hidden_size = h, intermediate_size = 256, num_hidden_layers = 2, num_attention_heads = 4,
+                 vocab_size = 500, max_position_embeddings = 256, type_vocab_size = 2 }
+  eq(delta("opt", opt, "layers", "sdpa"), 8 * Th, "OPT sdpa")
+  eq(delta("opt", opt, "layers", "eager"), 8 * Th + 4 * scores, "OPT eager")
+  eq(delta("bert", bert, "layer", "sdpa"), 4 * Th, "BERT sdpa")
+  eq(delta("bert", bert, "layer", "eager"), 4 * Th + 2 * scores, "BERT eager")
+end
+
+-- The workload turns it on for precision amp with eager kernels in 16-bit training only: not for pure, Megatron-LM's
+-- kernels (its own bf16 parameters) or inference.
+function T.test_workload_autocast_only_for_amp_eager_training()
+  local function casts(changes)
+    local w = { model = "gpt2_med", gpu = "A100-PCIE-40GB", mode = "train", batch = 1, seq = 128, dtype = "bf16",
+                optimizer = "none" }
+    for k, v in pairs(changes) do w[k] = v end
+    local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+    local count = 0
+    for _, n in ipairs(workload.build(w, gpu).nodes) do
+      if n.op == "cast" and n.attrs.autocast_weight then count = count + n.count end
+    end
+    return count
+  end
+  eq(casts {}, 24 * 4 + 1, "amp (the bf16 training default): a weight cast per GEMM")
+  eq(casts { precision = "pure" }, 0, "pure")
+  eq(casts { mode = "inference" }, 0, "inference")
+  eq(casts { dtype = "fp32" }, 0, "fp32")
+  eq(casts { parallel = { kernels = "megatron" } }, 0, "Megatron-LM's kernels")
+  eq(casts { parallel = { kernels = "eager" } }, 24 * 4 + 1, "eager kernels")
+end
+
+return T
