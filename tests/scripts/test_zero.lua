@@ -93,15 +93,15 @@ end
 
 -- Model state per GPU against the ZeRO paper's closed forms (Rajbhandari et al. 2020, Fig. 1 / Table 1), with the
 -- run's recipe (Megatron amp bf16: 2 B parameters, 4 B gradients, 4 B master, 8 B moments = 18 B) over dp 8:
--- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the unsharded units (the root and two
--- layers, parameters and gradients: (Ψ_root + 2 Ψ_layer) × (2 + 4)).
+-- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the two largest units unsharded (here the
+-- embedding and a layer, parameters and gradients: (Ψ_embedding + Ψ_layer) × (2 + 4)).
 function T.test_zero_state_closed_forms()
   local L, layer, root = 32, 2e8, 1e9
   local psi = L * layer + root
   local nodes, times = graph(L, layer, root)
   local want = {
     [0] = 18 * psi, [1] = 6 * psi + 12 * psi / 8, [2] = 2 * psi + 16 * psi / 8,
-    [3] = 18 * psi / 8 + (root + 2 * layer) * (2 + 4),
+    [3] = 18 * psi / 8 + (root + layer) * (2 + 4),
   }
   for z = 0, 3 do
     local plan = with_memory(plan_of({ dp = 8, zero = z }, 8), nodes)
@@ -110,16 +110,16 @@ function T.test_zero_state_closed_forms()
     near(tl.memory.stages[1].state_gb, want[z] / 1e9, "zero " .. z .. ": state per GPU", 1e-12)
     local st = tl.memory.memory.state
     if z == 3 then
-      near(st.gathered_gb, (root + 2 * layer) * 6 / 1e9, "zero 3: the unsharded units", 1e-12)
+      near(st.gathered_gb, (root + layer) * 6 / 1e9, "zero 3: the unsharded units", 1e-12)
       near(st.weights_gb, 2 * psi / 8 / 1e9, "zero 3: weights sharded", 1e-12)
     else
       eq(st.gathered_gb, nil, "zero " .. z .. ": no unsharded units")
     end
     if z == 2 then near(st.gradients_gb, 4 * psi / 8 / 1e9, "zero 2: gradients sharded", 1e-12) end
   end
-  -- the pure recipe (bf16 everything: 2 + 2 + 2 + 2 · 2 = 8 B... no master): 2 + 2 + 4 = 8 B, ZeRO-3 8 Ψ / 8
+  -- the pure recipe (bf16 parameters, gradients and Adam's two moments, no master copy): 2 + 2 + 4 = 8 B, ZeRO-3 8 Ψ / 8
   local plan = with_memory(plan_of({ dp = 8, zero = 3 }, 8, "pure"), nodes)
-  near(P.timeline(plan, nodes, times).memory.stages[1].state_gb, (8 * psi / 8 + (root + 2 * layer) * 4) / 1e9,
+  near(P.timeline(plan, nodes, times).memory.stages[1].state_gb, (8 * psi / 8 + (root + layer) * 4) / 1e9,
     "pure bf16 zero 3", 1e-12)
   -- dp 1: nothing to shard over
   local one = with_memory(plan_of({ dp = 1, microbatches = 2, zero = 3, kernels = "megatron" }, 8), nodes)
@@ -127,8 +127,8 @@ function T.test_zero_state_closed_forms()
 end
 
 -- Communication volume per GPU and step (bandwidth-optimal, the ZeRO paper §7): DDP all-reduces the gradients,
--- 2 (n − 1)/n Ψ; ZeRO-3 all-gathers each layer's parameters twice (forward and backward; the root once) and
--- reduce-scatters the gradients, 3 (n − 1)/n Ψ: 1.5× DDP's, with one element size for both (pure bf16).
+-- 2 (n − 1)/n Ψ; ZeRO-3 all-gathers each unit's parameters twice (forward and backward) and reduce-scatters the
+-- gradients, 3 (n − 1)/n Ψ: 1.5× DDP's, with one element size for both (pure bf16).
 function T.test_zero3_moves_one_and_a_half_times_ddp_bytes()
   local L, layer = 16, 1e8
   local nodes, times = graph(L, layer, 0)
@@ -145,9 +145,10 @@ function T.test_zero3_moves_one_and_a_half_times_ddp_bytes()
   near(z3.dp_bytes, 3 * psi_bytes, "ZeRO-3 payload: 2 gathers + 1 scatter of Ψ", 1e-9)
   -- ZeRO-1/2: reduce-scatter of the gradients and all-gather of the parameters: DDP's volume
   for z = 1, 2 do near(dev(z).dp_wire_bytes, ddp.dp_wire_bytes, "zero " .. z .. ": DDP's volume", 1e-9) end
-  -- the root (embeddings, head) stays gathered from its forward to its backward: gathered once
+  -- the embedding (a unit of its own, as torchtitan wraps it): the same rule
   local root = 5e8
-  near(dev(3, root).dp_bytes, 3 * psi_bytes + 2 * root * 2, "the root: one gather, one scatter", 1e-9)
+  near(dev(3, root).dp_bytes, 3 * (psi_bytes + root * 2), "with the embedding: 3 Ψ", 1e-9)
+  near(dev(3, root).dp_wire_bytes / dev(0, root).dp_wire_bytes, 1.5, "with the embedding: 1.5× DDP", 1e-12)
   -- microbatches: every microbatch gathers and scatters again (FSDP's default)
   local nn, tt = graph(L, layer, 0)
   local acc = P.timeline(plan_of({ dp = n, zero = 3, microbatches = 4 }, 32, "pure"), nn, tt).devices[1]
@@ -170,12 +171,12 @@ function T.test_zero3_exposed_per_unit()
   -- gathers of 3 s: the link sets the pace (forward 4 gathers back to back, then the last unit's compute)
   local slow = Z.exposed(units, 1, 1, price { ag = 3, rs = 0 })
   near(slow.fw_exposed, 4 * 3 + 1 - 4 * 1, "forward: link-bound")
-  -- a root unit (params on the first block): gathered in forward only, its scatter at the end of backward
-  local with_root = { { params = 1e9, fw = 0, bw = 0, root = true } }
-  for k = 1, 2 do with_root[k + 1] = { params = 1e9, fw = 1, bw = 2 } end
-  local rr = Z.exposed(with_root, 1, 1, price { ag = 0.5, rs = 0.25 })
-  eq(rr.gathers, 1e9 + 2 * 2e9, "gathers: root once, each layer twice")
-  eq(rr.scatters, 3e9, "scatters: every unit once")
+  -- a unit of no compute (an embedding lookup's few microseconds): its gather is not hidden, the next one's is
+  local with_embedding = { { params = 1e9, fw = 0, bw = 0 } }
+  for k = 1, 2 do with_embedding[k + 1] = { params = 1e9, fw = 1, bw = 2 } end
+  local rr = Z.exposed(with_embedding, 1, 1, price { ag = 0.5, rs = 0.25 })
+  eq(rr.gathers, 6e9, "gathers: each unit twice") eq(rr.scatters, 3e9, "scatters: each unit once")
+  near(rr.fw_exposed, 0.5 + 0.5, "forward: the embedding's gather and the first layer's (issued as the embedding ran)")
   -- the timeline puts it into each microbatch's forward and backward, and leaves out the bucket reduce and the
   -- parameter all-gather after the step
   local L, layer = 8, 1e8

@@ -19,12 +19,12 @@
 -- dtype (Megatron's amp: bf16 parameters, fp32 gradients; FSDP's MixedPrecisionPolicy(param_dtype = bf16,
 -- reduce_dtype = fp32) alike).
 --
--- Units (FSDP's wrapping as torchtitan does it, fully_shard per transformer block then on the root): each layer of the
--- graph (a rep of a layered segment, neusight.parallel.stages) is one unit; the parameters outside the layers
--- (embeddings, final norm, LM head: the prologue and epilogue) are the root unit, which stays unsharded from its
--- forward all-gather until its backward's reduce-scatter (FSDP keeps the root unsharded after forward: torchtitan's
--- reshard_after_forward = False for the root, FSDP1's root alike) — so it is gathered once per microbatch, each
--- layer twice.
+-- Units (FSDP's wrapping as torchtitan's apply_fsdp does it: fully_shard per transformer block, on the token embedding,
+-- on the final norm with the output projection, then on the root): each layer of the graph (a rep of a layered segment,
+-- neusight.parallel.stages) is one unit, and so is each run of nodes outside the layers (the prologue: embeddings; the
+-- epilogue: final norm, LM head). Every unit is gathered before its forward, freed after it (reshard_after_forward),
+-- gathered again before its backward and reduce-scattered after it: 2 gathers + 1 scatter of every parameter per
+-- microbatch, the ZeRO paper's 3Ψ (§7) against DDP's 2Ψ.
 local ipairs, max = ipairs, math.max
 
 local M = {}
@@ -47,60 +47,45 @@ function M.shards(plan, size)
 end
 
 --- A stage's units in forward order: { params (per GPU, this tp shard's), fw, bw (seconds per microbatch: the unit's
---- kernels, its in-graph collectives as the stage counts them, a recomputed forward in bw), root (true for the root
---- unit's blocks) }. The root's forward is split (its prologue runs first, its epilogue last): its params sit on the
---- first block, the prologue, gathered before anything runs, and on no other.
+--- kernels, its in-graph collectives as the stage counts them, a recomputed forward in bw) }.
 ---@param st table a virtual stage (neusight.parallel.stages partition)
 ---@param nodes table[]
 ---@param times table[] per node { fw, bw, … }
 ---@param hidden table<integer, number> per node the backward seconds under weight-gradient GEMMs (timeline hidden_comm)
 ---@param rerun table<integer, boolean> per node: re-runs its forward before its backward (recomputation)
 function M.units(st, nodes, times, hidden, rerun)
-  local out, root = {}, 0
-  for _, seg in ipairs(st.segments) do
-    if not seg.layered then
-      for j, i in ipairs(seg.nodes) do root = root + nodes[i].params * seg.per[j] * seg.reps end
-    end
-  end
+  local out = {}
   for _, seg in ipairs(st.segments) do
     local params, fw, bw = 0, 0, 0
     for j, i in ipairs(seg.nodes) do
       local t, x = times[i], seg.per[j]
       fw = fw + t.fw * x
       bw = bw + (t.bw - (hidden[i] or 0) + (seg.layered and rerun[i] and t.fw or 0)) * x
-      if seg.layered then params = params + nodes[i].params * x end
+      params = params + nodes[i].params * x
     end
     if seg.layered then
       for _ = 1, seg.reps do out[#out + 1] = { params = params, fw = fw, bw = bw } end
     else
-      out[#out + 1] = { params = 0, fw = fw * seg.reps, bw = bw * seg.reps, root = true }
+      out[#out + 1] = { params = params * seg.reps, fw = fw * seg.reps, bw = bw * seg.reps }
     end
   end
-  -- the root's parameters go with its first block (gathered first); a stage without unlayered nodes has a root of 0
-  for _, u in ipairs(out) do
-    if u.root then u.params = root; root = 0; break end
-  end
-  if root > 0 then table.insert(out, 1, { params = root, fw = 0, bw = 0, root = true }) end
   return out
 end
 
---- Transient bytes of ZeRO-3 on one GPU holding `units`: the root unit's full parameters and gradients (unsharded from
---- its forward to the end of its backward) and two layers' (the one computing and the one prefetched: FSDP's
---- forward/backward prefetch of one unit, limit_all_gathers; DeepSpeed's stage3_prefetch_bucket_size alike) full
---- parameters and gradients (before their reduce-scatter), at the recipe's parameter and gradient bytes. The sharded
---- copies are the state's (M.shards).
+--- Transient bytes of ZeRO-3 on one GPU holding `units`: the two largest units' (the one computing and the one
+--- prefetched: FSDP's forward/backward prefetch of one unit ahead, limit_all_gathers; DeepSpeed's
+--- stage3_prefetch_bucket_size alike) full parameters and gradients (before their reduce-scatter), at the recipe's
+--- parameter and gradient bytes. The sharded copies are the state's (M.shards).
 function M.transient_bytes(units, bp, bg)
-  local root, first, second = 0, 0, 0
+  local first, second = 0, 0
   for _, u in ipairs(units) do
-    if u.root then
-      root = root + u.params
-    elseif u.params > first then
+    if u.params > first then
       first, second = u.params, first
     elseif u.params > second then
       second = u.params
     end
   end
-  return (root + first + second) * (bp + bg)
+  return (first + second) * (bp + bg)
 end
 
 -- One pass over `blocks` ({ ag, rs, t }: seconds of the all-gather the block needs before it, of the reduce-scatter
@@ -135,37 +120,26 @@ end
 
 --- ZeRO-3's communication of one microbatch through a stage's `units`, priced by `price(op, bytes)` (the timeline's
 --- collective pricer over the dp group: neusight.collectives, the one formula): forward, each unit's all-gather before
---- it (the root's once, with its first block); backward in reverse, each layer's all-gather again (the root stays
---- gathered) and every unit's reduce-scatter after it (the root's at the end). Exposed = what the compute does not hide,
---- unit by unit (M.pass above: the first all-gather is exposed whole, the last reduce-scatter too). Gradient
---- accumulation (microbatches > 1) repeats it every microbatch, as FSDP and DeepSpeed stage 3 do by default (FSDP2's
---- set_requires_gradient_sync(False) would skip the reduce-scatters at the cost of unsharded gradients: not modelled).
+--- it; backward in reverse, each unit's all-gather again and its reduce-scatter after it. Exposed = what the compute
+--- does not hide, unit by unit (pass above: the first all-gather is exposed whole, the last reduce-scatter too).
+--- Gradient accumulation (microbatches > 1) repeats it every microbatch, as FSDP and DeepSpeed stage 3 do by default
+--- (FSDP2's set_requires_gradient_sync(False) would skip the reduce-scatters at the cost of unsharded gradients: not
+--- modelled).
 ---@return table { fw_exposed, bw_exposed, wire (seconds on the link), bytes (payload bytes handed to the collectives),
 ---  gathers, scatters (payload bytes of each kind) }
 function M.exposed(units, bp, bg, price)
   local fw, bw, wire, gathers, scatters = {}, {}, 0, 0, 0
-  local n = #units
   for k, u in ipairs(units) do
     local ag = u.params > 0 and price("all_gather", u.params * bp) or 0
     fw[k] = { ag = ag, rs = 0, t = u.fw }
-    wire, gathers = wire + ag, gathers + (u.params > 0 and u.params * bp or 0)
+    wire, gathers = wire + ag, gathers + u.params * bp
   end
-  for k = n, 1, -1 do
+  for k = #units, 1, -1 do
     local u = units[k]
-    local ag = (u.params > 0 and not u.root) and price("all_gather", u.params * bp) or 0
-    local rs = (u.params > 0 and not u.root) and price("reduce_scatter", u.params * bg) or 0
+    local ag = u.params > 0 and price("all_gather", u.params * bp) or 0
+    local rs = u.params > 0 and price("reduce_scatter", u.params * bg) or 0
     bw[#bw + 1] = { ag = ag, rs = rs, t = u.bw }
-    wire = wire + ag + rs
-    if ag > 0 then gathers = gathers + u.params * bp end
-    if rs > 0 then scatters = scatters + u.params * bg end
-  end
-  -- the root's reduce-scatter after the whole backward (its gradients are complete only when its first block's are)
-  local root = 0
-  for _, u in ipairs(units) do if u.root then root = root + u.params end end
-  if root > 0 then
-    local rs = price("reduce_scatter", root * bg)
-    bw[#bw].rs = bw[#bw].rs + rs
-    wire, scatters = wire + rs, scatters + root * bg
+    wire, gathers, scatters = wire + ag + rs, gathers + u.params * bp, scatters + u.params * bg
   end
   return { fw_exposed = pass(fw), bw_exposed = pass(bw), wire = wire, bytes = gathers + scatters, gathers = gathers,
            scatters = scatters }
