@@ -73,7 +73,8 @@ TEST_CASE("zero 1 is the distributed optimizer", "[cli][zero]") {
   // giving both is refused (one fact, two names)
   const auto both = run_cli(llama8 + " --zero 1 --distributed-optimizer");
   CHECK(both.code != 0);
-  CHECK(both.err.find("--zero excludes --distributed-optimizer") != std::string::npos);
+  CHECK((both.err.find("--zero excludes --distributed-optimizer") != std::string::npos ||
+         both.err.find("--distributed-optimizer excludes --zero") != std::string::npos));
 }
 
 TEST_CASE("zero: a stage out of range and a combination not modelled are refused by the flag", "[cli][zero]") {
@@ -131,8 +132,8 @@ TEST_CASE("search --zero: layouts ranked under each stage, ZeRO-3 fitting where 
   CHECK_FALSE(ddp_dp8_fits);
   CHECK(zero3_dp8_fits);
   bool skipped = false;
-  for (const auto& s : j["skipped"])
-    skipped = skipped || s[0].get<std::string>().find("ZeRO stage 3 shards the gradients and parameters") == 0;
+  for (const auto& [why, n] : j["skipped"].items())
+    skipped = skipped || why.find("ZeRO stage 3 shards the gradients and parameters") == 0;
   CHECK(skipped);
   const auto table = run_cli(base);
   REQUIRE(table.code == 0);
