@@ -275,7 +275,9 @@ local function gb(b) return b / 1e9 end
 local function breakdown(st, cublas, autocast, temp_node)
   return {
     state = { weights_gb = gb(st.weights), gradients_gb = gb(st.gradients), master_gb = gb(st.master),
-              optimizer_gb = gb(st.optimizer) },
+              optimizer_gb = gb(st.optimizer),
+              -- ZeRO-3's unsharded parameters and gradients of the units in flight (neusight.parallel.zero)
+              gathered_gb = st.gathered and gb(st.gathered) or nil },
     workspace = { cublas_gb = gb(cublas), autocast_weight_cache_gb = gb(autocast) },
     temporary_node = temp_node or "",
   }

@@ -473,7 +473,7 @@ end
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
 --- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
---- "none", distributed_optimizer / sequence_parallel false, optimizer "none", a degree of 1) asks for nothing and
+--- "none", distributed_optimizer / sequence_parallel false, zero 0, optimizer "none", a degree of 1) asks for nothing and
 --- is not reported; every other value given is, even the default's (an explicit --bucket-mb 25 on one GPU is
 --- ignored as much as --bucket-mb 50). Warnings, not errors: the run is still the one asked for, and a comparison
 --- over modes or degrees (--mode train,inference --optimizer adamw) keeps its other rows. Last, the one note of a
@@ -559,6 +559,10 @@ local function ignored_fields(w, given)
     end
     if raw.distributed_optimizer == true then
       note("distributed_optimizer", true, ("it shards the optimizer step over data-parallel ranks in training only (%s); drop it"):format(dp_why))
+    end
+    if raw.zero ~= nil and raw.zero ~= 0 then
+      note("zero", true, ("a ZeRO stage shards the model state over data-parallel ranks in training only (%s); drop it")
+        :format(dp_why))
     end
   end
   -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run

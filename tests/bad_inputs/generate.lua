@@ -479,6 +479,18 @@ wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: posi
 wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
 wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
 wt("parallel_typo", preset("parallel = { dp = 2, tpp = 2 }"), "parallel: unknown field 'tpp'")
+-- parallel.zero (the ZeRO stage; neusight/parallel/config.lua): out of range, a name, misspelt, contradicting its other
+-- name, and a combination not modelled (the line of the `parallel` table, as every parallel.normalize error names)
+wt("parallel_zero_range", preset("parallel = { dp = 2, zero = 4 }"), "parallel.zero: 0, 1, 2 or 3 expected")
+wt("parallel_zero_name", preset("parallel = { dp = 2, zero = \"full\" }"),
+   "parallel.zero: 0, 1, 2 or 3 expected (the ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters), got \"full\"")
+wt("parallel_zero_typo", preset("parallel = { dp = 2, zer0 = 3 }"), "parallel: unknown field 'zer0' (did you mean 'zero'?)")
+wt("parallel_zero_disagree_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    zero = 0,\n    distributed_optimizer = true,\n  },\n}\n',
+   "parallel.zero: zero = 0 and distributed_optimizer = true disagree", 3)
+wt("parallel_zero3_pp_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    pp = 2,\n    zero = 3,\n  },\n}\n',
+   "parallel.zero: ZeRO stage 3 shards the gradients and parameters over dp, which is not run with pipeline parallelism (pp = 2)", 3)
 wt("parallel_not_table", preset("parallel = 4"), "parallel")
 wt("parallel_cluster_unknown", preset("parallel = { dp = 2, cluster = \"nowhere\" }"), "unknown cluster 'nowhere'")
 wt("experts_typo", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "mixtral_8x7b", experts = "groupd" }\n',
