@@ -183,4 +183,72 @@ function T.test_workload_autocast_only_for_amp_eager_training()
   eq(casts { parallel = { kernels = "eager" } }, 24 * 4 + 1, "eager kernels")
 end
 
+-- MoE (neusight/models/moe.lua, HF's eager expert loop) under autocast: the router's gate casts the fp32 normed x per
+-- call and writes bf16 logits; softmax(dtype=float) and top-k stay fp32 and .to(hidden_states.dtype) is a no-op (no
+-- routing_weights cast); each expert's w1 and w3 cast their fp32 rows themselves (w3 saves its own copy: + 2 B per
+-- routed row element); the bf16 w2 output times the fp32 routing weight is an fp32 product (the mul saves the bf16 y
+-- and the fp32 weight: + 2 B per routed row) index_add_-ed into fp32 final_hidden_states; the residual add reads two
+-- fp32 tensors. Per sparse layer, Th = tokens · h, R = tokens · k routed rows:
+--   Mixtral: + 8·Th (the norms' fp32 x, k/v_proj's copies) + 2·R·h + 2·R; Qwen2-MoE + 2·Th more (the shared
+--   expert's up_proj copy); Qwen3-MoE + 2 B per q and k element (q_norm / k_norm's weight multiply keeps the fp32 x).
+local moe = require "neusight.models.moe"
+local tiny = require("neusight.testing").tiny
+
+local function moe_build(cfg, autocast, experts)
+  return moe.build(cfg, { batch = B, seq = S, training = true, dtype = "bf16", attention = "sdpa",
+                          autocast = autocast, experts = experts })
+end
+
+local function saved_per_layer(nodes, layers)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    if n.layer == "layers" then sum = sum + memory.node_saved(n, load_op(n.op)) * n.count end
+  end
+  return sum / layers
+end
+
+function T.test_moe_layer_saved_under_autocast_closed_form()
+  for _, mt in ipairs { "mixtral", "qwen2_moe", "qwen3_moe" } do
+    local cfg = tiny(mt)
+    local h, k, L = cfg.hidden_size, cfg.num_experts_per_tok, cfg.num_hidden_layers
+    local Th, R = TOK * h, TOK * k
+    local extra = 8 * Th + 2 * R * h + 2 * R + (mt == "qwen2_moe" and 2 * Th or 0)
+      + (mt == "qwen3_moe" and 2 * TOK * (4 + 2) * cfg.head_dim or 0) -- q_norm / k_norm's weight multiply: fp32 q, k
+    eq(saved_per_layer(moe_build(cfg, true), L) - saved_per_layer(moe_build(cfg, nil), L), extra, mt .. ": + closed form")
+    eq(saved_per_layer(moe_build(cfg, false), L), saved_per_layer(moe_build(cfg, nil), L), mt .. ": pure unchanged")
+  end
+end
+
+function T.test_moe_router_and_dispatch_dtypes_under_autocast()
+  local cfg = tiny("qwen2_moe")
+  local h = cfg.hidden_size
+  local ac, pure = moe_build(cfg, true), moe_build(cfg, nil)
+  local by, bp = by_name(ac), by_name(pure)
+  local m = "layers.mlp"
+  local cast = by[m .. ".gate.input_cast"]
+  assert(cast and cast.op == "cast" and cast.attrs.from == "fp32", "the gate casts the fp32 x per call")
+  eq(fw_bytes(cast), TOK * h * (4 + 2), "gate input cast bytes")
+  assert(by[m .. ".gate.weight_cast"] and by[m .. ".shared_expert_gate.input_cast"], "gate weight cast, shared gate cast")
+  assert(bp[m .. ".routing_weights.to_dtype"] and not by[m .. ".routing_weights.to_dtype"],
+    "routing_weights.to(hidden_states.dtype): a cast in bf16, a no-op under autocast")
+  eq(by[m .. ".final_hidden_states"].dtype, "fp32", "final_hidden_states: zeros in the fp32 stream's dtype")
+  assert(by[m .. ".experts.gate_proj.input_cast"] and by[m .. ".experts.up_proj.input_cast"], "experts cast per call")
+  local cur, w = by[m .. ".experts.current_state"], by[m .. ".experts.weighted"]
+  eq(cur.dtype, "fp32", "current_state indexes the fp32 rows")
+  local rows = w.output[1]
+  eq(w.dtype, "fp32", "bf16 y · fp32 routing weight: fp32")
+  eq(fw_bytes(w), rows * h * 2 + rows * 4 + rows * h * 4, "weighted reads y at 2 B, the weight at 4, writes 4")
+  eq(fw_bytes(bp[m .. ".experts.weighted"]), (2 * rows * h + rows) * 2, "pure: all bf16")
+  eq(by[m .. ".experts.index_add"].dtype, "fp32", "index_add_ into the fp32 buffer")
+  local add = by[m .. ".shared_expert_add"]
+  eq(add.dtype, "fp32", "experts' fp32 sum + bf16 shared expert")
+  eq(add.attrs.input_dtypes, "fp32,bf16", "read at their dtypes")
+  eq(by["layers.mlp_residual"].attrs.input_dtypes, nil, "the residual add reads two fp32 tensors")
+  eq(by["router_aux_loss.softmax"].dtype, "fp32", "aux loss: softmax on autocast's fp32 list")
+  eq(bp["router_aux_loss.softmax"].dtype, "bf16", "pure: as before")
+  -- the grouped path keeps the compute dtype (not retyped); its branch is bf16 at the residual add
+  local grouped = by_name(moe_build(cfg, true, "grouped"))
+  eq(grouped["layers.mlp_residual"].attrs.input_dtypes, "fp32,bf16", "grouped: a bf16 branch")
+end
+
 return T
