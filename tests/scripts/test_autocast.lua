@@ -251,4 +251,77 @@ function T.test_moe_router_and_dispatch_dtypes_under_autocast()
   eq(grouped["layers.mlp_residual"].attrs.input_dtypes, "fp32,bf16", "grouped: a bf16 branch")
 end
 
+-- Tensor parallelism with eager kernels under autocast: a collective carries its tensor at that tensor's dtype — the
+-- vocab-parallel embedding's fp32 rows, the fp32 normed x a tp_in gathers and whose input gradient it reduces (the
+-- fp32 stream's), a MoE block's fp32 final_hidden_states; the row-parallel o_proj / down_proj outputs stay 16-bit.
+-- They were all priced at the compute dtype.
+local function comm_bytes(n)
+  local rule, sum = load_op(n.op), 0
+  for _, k in ipairs(rule.forward(make_node(n))) do sum = sum + k.bytes end
+  for _, k in ipairs(rule.backward and rule.backward(make_node(n)) or {}) do sum = sum + k.bytes end
+  return sum
+end
+
+function T.test_tp_collectives_at_their_tensor_dtype_under_autocast()
+  local plan = require("neusight.testing").tp_plan(2, B)
+  local fp32 = { ["embed_tokens.tp_out"] = true, ["layers.self_attn.tp_in"] = true, ["layers.mlp.tp_in"] = true,
+                 ["lm_head.tp_in"] = true, ["layers.mlp.tp_out"] = false, ["layers.self_attn.tp_out"] = false }
+  for _, sp in ipairs { false, true } do
+    local function tp_build(autocast)
+      return by_name(llama.build(CFG, { batch = B, seq = S, training = true, dtype = "bf16", attention = "sdpa",
+        autocast = autocast, tp = 2, sequence_parallel = sp, parallel = plan }))
+    end
+    local ac, pure = tp_build(true), tp_build(nil)
+    local seen = 0
+    for name, wide in pairs(fp32) do
+      for _, suffix in ipairs(sp and { ".all_gather", ".reduce_scatter" } or { "" }) do
+        local a, p = ac[name .. suffix], pure[name .. suffix]
+        assert(a and p, name .. suffix .. ": a collective")
+        eq(p.dtype, "bf16", name .. suffix .. ": pure bf16")
+        eq(a.dtype, wide and "fp32" or "bf16", name .. suffix .. ": its tensor's dtype under autocast")
+        eq(comm_bytes(a), comm_bytes(p) * (wide and 2 or 1), name .. suffix .. ": bytes")
+        seen = seen + 1
+      end
+    end
+    eq(seen, sp and 12 or 6, "every collective checked")
+  end
+  -- a MoE block's sum of the experts' outputs: fp32 under autocast (HF's expert loop)
+  local cfg = tiny("mixtral")
+  local nodes = by_name(moe.build(cfg, { batch = B, seq = S, training = true, dtype = "bf16", attention = "sdpa",
+    autocast = true, tp = 2, parallel = plan }))
+  eq(nodes["layers.block_sparse_moe.tp_out"].dtype, "fp32", "MoE: final_hidden_states all-reduced in fp32")
+  eq(nodes["layers.block_sparse_moe.tp_in"].dtype, "fp32", "MoE: the router and experts' fp32 input's gradient")
+end
+
+-- GPT-2, OPT and BERT with tp = 2 under autocast: the embedding's all-reduce and every tp_in all-reduce carry fp32 (the
+-- fp32 rows, the gradients of fp32 LayerNorm outputs), the row-parallel outputs' all-reduces bf16 as before.
+function T.test_gpt_opt_bert_tp_collectives_under_autocast()
+  local plan = require("neusight.testing").tp_plan(2, 2)
+  local models = {
+    gpt = { { name = "small", n_layer = 2, n_embd = 128, n_head = 4, vocab_size = 1000, n_positions = 128 },
+            { "wte.tp_all_reduce", "h.attn.tp_in", "h.mlp.tp_in", "lm_head.tp_in" }, { "h.attn.tp_out", "h.mlp.tp_out" } },
+    opt = { { name = "o", hidden_size = 64, ffn_dim = 256, num_hidden_layers = 2, num_attention_heads = 4,
+              vocab_size = 500, max_position_embeddings = 256 },
+            { "embed_tokens.tp_all_reduce", "layers.self_attn.tp_in", "layers.fc1.tp_in", "lm_head.tp_in" },
+            { "layers.self_attn.tp_out", "layers.fc2.tp_out" } },
+    bert = { { name = "b", hidden_size = 64, intermediate_size = 256, num_hidden_layers = 2, num_attention_heads = 4,
+               vocab_size = 500, max_position_embeddings = 256, type_vocab_size = 2 },
+             { "embeddings.word_embeddings.tp_all_reduce", "layer.attention.self.tp_in", "layer.intermediate.tp_in" },
+             { "layer.attention.output.tp_out", "layer.output.tp_out" } },
+  }
+  for arch, m in pairs(models) do
+    local function build_tp(autocast)
+      return by_name(require("neusight.models." .. arch).build(m[1], { batch = 2, seq = 32, training = true,
+        dtype = "bf16", attention = "sdpa", autocast = autocast, tp = 2, parallel = plan }))
+    end
+    local ac, pure = build_tp(true), build_tp(nil)
+    for _, name in ipairs(m[2]) do
+      assert(ac[name], arch .. ": " .. name)
+      eq(ac[name].dtype, "fp32", arch .. ": " .. name .. " fp32 under autocast")
+      eq(pure[name].dtype, "bf16", arch .. ": " .. name .. " pure")
+    end
+    for _, name in ipairs(m[3]) do eq(ac[name].dtype, "bf16", arch .. ": " .. name .. " stays bf16") end
+  end
+end
+
 return T

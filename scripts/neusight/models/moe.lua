@@ -531,7 +531,8 @@ local function block(ctx, p)
     N.add_as(g, stream, "add", m .. ".shared_expert_add", { flat, flat }, flat, 0,
       { input_dtypes = N.mixed(g, "fp32", "dtype") })
   end
-  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs")
+  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs",
+    not grouped and stream or nil) -- the experts' fp32 final_hidden_states under autocast
   return grouped and nil or stream -- the branch's dtype: final_hidden_states' (the grouped path keeps the compute dtype)
 end
 
