@@ -324,4 +324,82 @@ function T.test_gpt_opt_bert_tp_collectives_under_autocast()
   end
 end
 
+-- DeepSeek (neusight/models/deepseek.lua, HF's DeepseekV3 / V2 modules) under autocast, per layer, Th = tokens · h,
+-- Tq / Tkv = tokens · q_lora_rank / kv_lora_rank, R = tokens · k routed rows, TE = tokens · experts:
+--   every layer: the input / post-attention norms keep the fp32 x (+ 4 Th), q_a_layernorm / kv_a_layernorm their bf16
+--   latent's fp32 copy (+ 2 Tq + 2 Tkv), kv_a_proj_with_mqa and up_proj cast and save their own copy (+ 2 Th each);
+--   dense: + 8 Th + 2 Tq + 2 Tkv;
+--   MoE: the shared experts' up_proj as the dense one's, each routed expert's up_proj + 2 R h; the gate's F.linear
+--   saves the bf16 cast of x, not the fp32 .type(float32) copy (− 2 Th); V3's router runs in bf16 under autocast
+--   (sigmoid on no list: its saved scores − 2 TE, the renormalising div − 2 (R + T), the weighted outputs bf16 y and
+--   weight − 2 R h − 2 R); V2's softmax(dtype=fp32) keeps fp32 weights (the weighted outputs save the bf16 y: − 2 R h).
+local deepseek = require "neusight.models.deepseek"
+
+local function ds_saved(cfg, autocast, layer, count)
+  local nodes = deepseek.build(cfg, { batch = B, seq = S, training = true, dtype = "bf16", attention = "sdpa",
+                                      autocast = autocast })
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    if n.layer == layer then sum = sum + memory.node_saved(n, load_op(n.op)) * n.count end
+  end
+  return sum / count
+end
+
+function T.test_deepseek_layers_saved_under_autocast_closed_form()
+  local v3 = tiny("deepseek_v3")
+  local h, qr, kvr, k, E = v3.hidden_size, v3.q_lora_rank, v3.kv_lora_rank, v3.num_experts_per_tok, v3.n_routed_experts
+  local Th, Tq, Tkv, R = TOK * h, TOK * qr, TOK * kvr, TOK * k
+  local dense_layers, moe_layers = v3.first_k_dense_replace, v3.num_hidden_layers - v3.first_k_dense_replace
+  eq(ds_saved(v3, true, "dense_layers", dense_layers) - ds_saved(v3, nil, "dense_layers", dense_layers),
+    8 * Th + 2 * Tq + 2 * Tkv, "V3 dense layer")
+  eq(ds_saved(v3, true, "layers", moe_layers) - ds_saved(v3, nil, "layers", moe_layers),
+    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * (R + TOK) - 2 * R, "V3 MoE layer (bf16 router)")
+  eq(ds_saved(v3, false, "layers", moe_layers), ds_saved(v3, nil, "layers", moe_layers), "pure unchanged")
+  local v2 = require("neusight.models.presets").deepseek_v2_lite -- no q_lora_rank; softmax routing
+  local cfg = deepseek.config(v2)
+  local v2_moe = cfg.L - cfg.first_dense
+  Th, Tkv, R = TOK * cfg.h, TOK * cfg.kvr, TOK * cfg.k
+  eq(ds_saved(v2, true, "layers", v2_moe) - ds_saved(v2, nil, "layers", v2_moe), 6 * Th + 2 * Tkv,
+    "V2-Lite MoE layer (fp32 routing weights)")
+end
+
+function T.test_deepseek_router_and_attention_dtypes_under_autocast()
+  local function nodes(cfg, autocast, attention)
+    return by_name(deepseek.build(cfg, { batch = B, seq = S, training = true, dtype = "bf16",
+      attention = attention or "sdpa", autocast = autocast }))
+  end
+  local v3 = tiny("deepseek_v3")
+  local ac, pure = nodes(v3, true), nodes(v3, nil)
+  local m, a = "layers.mlp", "layers.self_attn"
+  assert(pure[m .. ".gate.hidden_to_fp32"] and not ac[m .. ".gate.hidden_to_fp32"], ".type(float32): a no-op on fp32")
+  assert(ac[m .. ".gate.input_cast"] and ac[m .. ".gate.weight_cast"], "F.linear under autocast casts x and the weight")
+  eq(pure[m .. ".gate"].dtype, "fp32", "pure: fp32 router logits")
+  eq(ac[m .. ".gate"].dtype, "bf16", "autocast: bf16 router logits")
+  eq(ac[m .. ".gate.sigmoid"].dtype, "bf16", "V3: sigmoid keeps bf16")
+  eq(ac[m .. ".final_hidden_states"].dtype, "bf16", "zeros_like(dtype=topk_weights.dtype)")
+  eq(ac[m .. ".to_dtype"].dtype, "fp32", ".type(hidden_states.dtype): to the fp32 stream")
+  eq(ac[m .. ".to_dtype"].attrs.from, "bf16", "from the bf16 sum")
+  eq(ac[m .. ".experts.expert_input"].dtype, "fp32", "the experts index the fp32 rows")
+  eq(ac[m .. ".shared_experts_add"].dtype, "fp32", "the fp32 sum + the bf16 shared experts")
+  eq(ac[m .. ".shared_experts_add"].attrs.input_dtypes, "fp32,bf16", "mixed")
+  eq(ac["layers.mlp_residual"].attrs.input_dtypes, nil, "residual: two fp32 tensors")
+  eq(ac["layers.attn_residual"].attrs.input_dtypes, "fp32,bf16", "residual: the fp32 stream + bf16 o_proj")
+  eq(ac[a .. ".query_states"].dtype, "fp32", "cat(bf16 q_pass, fp32 q_rot)")
+  for _, name in ipairs { ".q_a_proj.input_cast", ".q_b_proj.input_cast", ".kv_a_proj_with_mqa.input_cast",
+                          ".kv_b_proj.input_cast", ".sdpa.q_cast", ".sdpa.k_cast" } do
+    assert(ac[a .. name] and ac[a .. name].attrs.from == "fp32", name .. ": an autocast cast")
+    assert(not pure[a .. name], name .. ": none in pure")
+  end
+  local eager = nodes(v3, true, "eager")
+  eq(eager[a .. ".softmax"].dtype, "fp32", "eager: softmax in fp32")
+  assert(eager[a .. ".pv.p_cast"], "eager: the probabilities cast for P·V")
+  -- V2: softmax(dtype=fp32) routing weights, an fp32 buffer, no .type cast
+  local v2 = nodes(require("neusight.models.presets").deepseek_v2_lite, true)
+  eq(v2[m .. ".gate"].dtype, "bf16", "V2: bf16 logits under autocast")
+  eq(v2[m .. ".gate.softmax"].dtype, "fp32", "V2: fp32 scores")
+  eq(v2[m .. ".final_hidden_states"].dtype, "fp32", "V2: fp32 buffer")
+  assert(not v2[m .. ".to_dtype"], "V2: .type(fp32) of an fp32 sum is a no-op")
+  eq(v2[m .. ".experts.weighted_output"].attrs.input_dtypes, "bf16,fp32", "V2: bf16 output · fp32 weight")
+end
+
 return T
