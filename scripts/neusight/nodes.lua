@@ -83,18 +83,23 @@ function M.new(dtype, shard, sequence_parallel)
   function g.all_reduce(name, shape, direction, note, column, dtype)
     g.comm("all_reduce", name, shape, direction, note, column, dtype)
   end
+  -- Under torch.autocast (g.autocast) what a tp_in carries is a norm's output on the fp32 residual stream (its values
+  -- forward, its input gradient backward): fp32 (M.stream_dtype); a tp_out's `dtype` names its tensor's where it is
+  -- not the graph's (a vocab-parallel embedding's fp32 rows, a MoE block's fp32 final_hidden_states).
   function g.tp_in(name, shape, note, read, column)
     local whole = read == false
     read = read or shape
     if not shard or shard.tp == 1 then return read end
+    local dtype = g.autocast and M.stream_dtype(g) or nil
     if not sp then
-      g.comm("all_reduce", name, shape, "backward", note, column)
+      g.comm("all_reduce", name, shape, "backward", note, column, dtype)
       return read
     end
-    g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
+    g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)",
+      nil, dtype)
     -- (the backward all-gather of the kept shard for the weight gradient is not a node: Megatron issues it
     -- asynchronously and it runs under the dgrad GEMM, which needs no gathered input: README, parallel training)
-    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column)
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column, dtype)
     if whole then return read end
     local copy = {}
     for i = 1, #read do copy[i] = read[i] end
@@ -103,11 +108,12 @@ function M.new(dtype, shard, sequence_parallel)
   end
   -- g, out of a row-parallel layer: all-reduce of the partial sums in forward, or with sequence parallelism a
   -- reduce-scatter into sequence shards (all-gather of the gradient in backward): the same bytes on the wire.
-  function g.tp_out(name, shape, note)
+  function g.tp_out(name, shape, note, dtype)
     if not shard or shard.tp == 1 then return end
-    if not sp then return g.comm("all_reduce", name, shape, "forward", note) end
-    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)")
-    g.comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)")
+    if not sp then return g.comm("all_reduce", name, shape, "forward", note, nil, dtype) end
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)",
+      nil, dtype)
+    g.comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)", nil, dtype)
   end
   return g
 end
@@ -356,7 +362,7 @@ function M.embed_tokens(g, x, V)
   -- (fp32 rows under torch.autocast: the embedding's fp32 weight, embedding on no autocast list)
   M.add_as(g, M.stream_dtype(g), "embedding", "embed_tokens", { { x[1], x[2] } }, x, V * h,
     { num_embeddings = V, embedding_dim = h })
-  g.tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  g.tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups", M.stream_dtype(g))
 end
 
 --- The decoder's tail, outside the layers: the final RMSNorm ("norm") on the residual stream `xs`, lm_head (tied to

@@ -266,10 +266,16 @@ function M.saved_inputs(node, default)
     list = {}
     for i in given:gmatch("%d+") do list[#list + 1] = math.tointeger(tonumber(i)) end
   end
+  -- an input in another dtype than the node's (attrs.input_dtypes, M.io_bytes) is saved at its own
+  local dtypes = {}
+  local mixed = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+  if mixed then
+    for d in tostring(mixed):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
+  end
   local n = 0
   for _, i in ipairs(list) do
     local s = node.inputs[i]
-    if s and K.numel(s) > 1 then n = n + M.tensor_bytes(node, s) end
+    if s and K.numel(s) > 1 then n = n + M.tensor_bytes(node, s, dtypes[i] and K.dtype_bytes(dtypes[i]) or nil) end
   end
   return n
 end

@@ -1499,7 +1499,8 @@ local function graph_of(w, gpu, notes)
   opts.experts = w.experts
   opts.router_skew = w.router_skew
   -- torch.autocast over fp32 modules (precision amp, autocast convention: eager kernels, fp16 / bf16 training): the
-  -- builders that model its dtype flow read this (neusight.nodes autocast_cast; the Llama family's dense models)
+  -- builders that model its dtype flow read this (neusight.nodes autocast_cast; the Llama family's dense and MoE
+  -- models, DeepSeek, GPT-2, OPT, BERT)
   opts.autocast = training and w.precision == "amp" and not opts.megatron and (w.dtype == "bf16" or w.dtype == "fp16")
     or nil
   local model, name, nodes, routing, positions, signature = w.model, nil, nil, nil, nil, nil

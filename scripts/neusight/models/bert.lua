@@ -121,7 +121,7 @@ function M.build(cfg, opts)
   add("getitem", "embeddings.position_ids", { { 1, P }, { 1 } }, { 1, s })
   add_as(stream, "embedding", "embeddings.word_embeddings", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
   tp_all_reduce("embeddings.word_embeddings.tp_all_reduce", x, "forward",
-    "vocab-parallel embedding: sum of the ranks' partial lookups")
+    "vocab-parallel embedding: sum of the ranks' partial lookups", nil, stream) -- (autocast: the fp32 rows)
   add("view", "embeddings.token_type_embeddings", { { b, s } }, x, cfg.type_vocab_size * h)
   add_as(stream, "add", "embeddings.add_token_type", { x, x }, x)
   add("view", "embeddings.position_embeddings", { { 1, s } }, { 1, s, h }, P * h)
@@ -130,7 +130,9 @@ function M.build(cfg, opts)
   add_as(stream, "dropout", "embeddings.dropout", { x }, x)
 
   g.layer, g.count = "layer", L
-  tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value")
+  -- (the tp_in all-reduces carry the gradient of an fp32 LayerNorm output under autocast)
+  tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value",
+    nil, stream)
   cast_in("layer.attention.self.query", x)
   add("linear", "layer.attention.self.query", { x }, xl, h * hl + hl)
   cast_in("layer.attention.self.key", x)
@@ -167,7 +169,8 @@ function M.build(cfg, opts)
   add_as(stream, "add", "layer.attention.output.residual", { x, x }, x, 0,
     { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- LayerNorm(hidden_states + input_tensor)
   add_as(stream, "layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
-  tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense")
+  tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense",
+    nil, stream)
   cast_in("layer.intermediate.dense", x)
   add("linear", "layer.intermediate.dense", { x }, { b, s, ni }, h * ni + ni)
   add(act_op, "layer.intermediate.act", { { b, s, ni } }, { b, s, ni })
@@ -199,7 +202,8 @@ function M.build(cfg, opts)
     add(act_op, "cls.predictions.transform.act", { x }, x)
     add_as(stream, "layernorm", "cls.predictions.transform.LayerNorm", { x }, x, 2 * h)
     local tied = cfg.tie_word_embeddings ~= false
-    tp_all_reduce("cls.predictions.decoder.tp_in", x, "backward", "f: input gradient of the vocab-parallel decoder")
+    tp_all_reduce("cls.predictions.decoder.tp_in", x, "backward", "f: input gradient of the vocab-parallel decoder",
+      nil, stream)
     cast_in("cls.predictions.decoder", x)
     add("linear", "cls.predictions.decoder", { x }, { b, s, V }, (tied and 0 or h * V) + V)
     add("linear", "cls.seq_relationship", { pooled }, { b, 2 }, 2 * h + 2)

@@ -106,11 +106,12 @@ function M.build(cfg, opts)
   -- forecasts comparable it is a zero-kernel "view" node here; its parameters still count for the optimizer.
   add_as(stream, "embedding", "wte", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
   if not sp then
-    tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
+    tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups",
+      nil, stream) -- fp32 rows under autocast
   end
   add("view", "wpe", { { 1, s } }, { 1, s, h }, P * h)
   add_as(stream, "add", "embd_add", { x, { 1, s, h } }, x)
-  if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups") end
+  if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups", stream) end
   add_as(stream, "dropout", "drop", { xs }, xs)
 
   g.layer, g.count = "h", L

@@ -385,9 +385,9 @@ function M.graph(r, opts, moe)
   local g = N.new(dtype, shard, sp)
   g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
   -- torch.autocast over fp32 modules (opts.autocast: neusight.workload, precision amp with eager kernels): the dtype
-  -- flow of HF's eager modules under it (neusight.nodes autocast_cast, stream_dtype); dense models only (a MoE layer's
-  -- router and expert dispatch are not retyped: they keep the graph's dtype, as before)
-  g.autocast = opts.autocast == true and not g.megatron and moe == nil
+  -- flow of HF's eager modules under it (neusight.nodes autocast_cast, stream_dtype); a MoE layer's router and expert
+  -- dispatch retype themselves (neusight/models/moe.lua block)
+  g.autocast = opts.autocast == true and not g.megatron
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
@@ -417,7 +417,11 @@ function M.graph(r, opts, moe)
   -- inputs_embeds' dtype) under autocast runs in fp32; `add_as(attn32, ...)`
   local attn32 = g.autocast and "fp32" or dtype
   -- residual + the branch's 16-bit output (HF's `residual + hidden_states`; fusion.lua's fused_external)
-  local function residual_attrs() return { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") } end
+  -- `branch`: the branch's dtype under autocast ("dtype": the 16-bit output of o_proj / down_proj; "fp32": a MoE
+  -- block's final_hidden_states, zeros in the fp32 stream's dtype)
+  local function residual_attrs(branch)
+    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
+  end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -506,8 +510,9 @@ function M.graph(r, opts, moe)
       rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     end
     local m = p .. ".mlp"
+    local branch -- the MLP branch's dtype under autocast (nil: the compute dtype; moe.block says its own)
     if sparse then
-      moe.block(ctx, p)
+      branch = moe.block(ctx, p)
     else
       local mlp_in = tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj",
         nil, m .. ".gate_up_proj") -- Megatron's linear_fc1 (neusight.nodes swiglu)
@@ -517,7 +522,7 @@ function M.graph(r, opts, moe)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
     if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
-    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs())
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs(branch))
   end
 
   N.embed_tokens(g, x, V)

@@ -177,7 +177,7 @@ function M.build(cfg, opts)
   add_as(stream, "embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep,
     { num_embeddings = V, embedding_dim = wep })
   tp_all_reduce("embed_tokens.tp_all_reduce", { b, s, wep }, "forward",
-    "vocab-parallel embedding: sum of the ranks' partial lookups")
+    "vocab-parallel embedding: sum of the ranks' partial lookups", nil, stream) -- (autocast: the fp32 rows)
   -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None]; HF makes
   -- none for a single query token (decode).
   if not decode then
@@ -201,7 +201,9 @@ function M.build(cfg, opts)
 
   g.layer, g.count = "layers", L
   if pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
-  tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
+  -- (the tp_in all-reduces carry the gradient of an fp32 LayerNorm output or stream under autocast)
+  tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections",
+    nil, stream)
   if decode then
     -- one token per sequence: q/k/v projections, the new K/V appended to the cache, one fused decode kernel (the
     -- 1/√head_dim scale is its argument; no scores tensor, no clamp: see the header)
@@ -257,7 +259,7 @@ function M.build(cfg, opts)
   if not pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
-  tp_all_reduce("layers.fc1.tp_in", x2d, "backward", "f: input gradient of the column-parallel fc1")
+  tp_all_reduce("layers.fc1.tp_in", x2d, "backward", "f: input gradient of the column-parallel fc1", nil, stream)
   linear("layers.fc1", x2d, h, ffn, { T, ffn }, false, true)
   add(act_op, "layers.activation_fn", { { T, ffn } }, { T, ffn })
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
@@ -279,7 +281,8 @@ function M.build(cfg, opts)
   end
   -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
   local tied = cfg.tie_word_embeddings ~= false
-  tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head")
+  tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head", nil,
+    wep == h and stream or nil) -- the final LayerNorm's fp32 output under autocast; project_out's 16-bit one
   local head_in = N.lm_head_input(g, serve, { b, s, wep }) -- prefill: each prompt's last token
   local logits = { b, head_in[2], V }
   -- (project_out's output is already in the compute dtype)
