@@ -269,10 +269,10 @@ end
 
 function T.test_bert_tp_errors()
   local ok, err = pcall(bert.build, TINY, { batch = 3, seq = 8, training = true, tp = 3, parallel = tp_plan(3, 3) })
-  eq(not ok and err, "bert model 'tiny': num_attention_heads = 4 is not divisible by tp = 3", "heads")
+  eq(not ok and err, "bert model 'tiny': num_attention_heads = 4 is not divisible by tp = 3: give a tp that divides 4 (1, 2, 4)", "heads")
   local odd = setmetatable({ intermediate_size = 258 }, { __index = TINY })
   ok, err = pcall(bert.build, odd, { batch = 4, seq = 8, training = true, tp = 4, parallel = tp_plan(4, 4) })
-  eq(not ok and err, "bert model 'tiny': intermediate_size = 258 is not divisible by tp = 4", "intermediate")
+  eq(not ok and err, "bert model 'tiny': intermediate_size = 258 is not divisible by tp = 4: give a tp that divides 258 (1, 2, 3, 6, 43)", "intermediate")
   ok, err = pcall(bert.build, TINY, { batch = 2, seq = 8, training = true, tp = 2 })
   eq(not ok and err, "bert model 'tiny': opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", "no plan")
 end
