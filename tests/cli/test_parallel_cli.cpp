@@ -386,6 +386,8 @@ TEST_CASE("parallel: sequence parallelism flag", "[cli][parallel]") {
   CHECK(r.code == 1);
   CHECK(r.err.find("parallel.sequence_parallel: the bert model builder (scripts/neusight/models/bert.lua) does not "
                    "implement it") != std::string::npos);
+  // and what runs instead (matrix sweep: bert, opt, switch --sequence-parallel said why, not what to do)
+  CHECK(r.err.find("drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs") != std::string::npos);
 }
 
 TEST_CASE("parallel: the distributed optimizer shards optimizer state and step over dp", "[cli][parallel]") {
