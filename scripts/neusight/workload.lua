@@ -1537,7 +1537,8 @@ local function graph_of(w, gpu, notes)
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
       error(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
-        .. "implement it"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
+        .. "implement it; drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs"):format(cfg.arch,
+        cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
       error(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
