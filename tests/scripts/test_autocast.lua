@@ -330,9 +330,12 @@ end
 --   latent's fp32 copy (+ 2 Tq + 2 Tkv), kv_a_proj_with_mqa and up_proj cast and save their own copy (+ 2 Th each);
 --   dense: + 8 Th + 2 Tq + 2 Tkv;
 --   MoE: the shared experts' up_proj as the dense one's, each routed expert's up_proj + 2 R h; the gate's F.linear
---   saves the bf16 cast of x, not the fp32 .type(float32) copy (− 2 Th); V3's router runs in bf16 under autocast
---   (sigmoid on no list: its saved scores − 2 TE, the renormalising div − 2 (R + T), the weighted outputs bf16 y and
---   weight − 2 R h − 2 R); V2's softmax(dtype=fp32) keeps fp32 weights (the weighted outputs save the bf16 y: − 2 R h).
+--   saves the bf16 cast of x, not the fp32 .type(float32) copy (− 2 Th); V3's router scores are bf16 under autocast
+--   (sigmoid on no list: its saved scores − 2 TE); with norm_topk_prob the weights' .sum() is fp32 (sum is on
+--   autocast's fp32 list), so the renormalising div saves the bf16 top-k weights and the fp32 sum (− 2 R) and the
+--   weighted outputs the bf16 y and the fp32 weight (− 2 R h); without it the div is gone and the weighted outputs save
+--   the bf16 y and the bf16 weight (− 2 R h − 2 R); V2's softmax(dtype=fp32) keeps fp32 weights (the weighted outputs
+--   save the bf16 y: − 2 R h).
 local deepseek = require "neusight.models.deepseek"
 
 local function ds_saved(cfg, autocast, layer, count)
@@ -352,8 +355,15 @@ function T.test_deepseek_layers_saved_under_autocast_closed_form()
   local dense_layers, moe_layers = v3.first_k_dense_replace, v3.num_hidden_layers - v3.first_k_dense_replace
   eq(ds_saved(v3, true, "dense_layers", dense_layers) - ds_saved(v3, nil, "dense_layers", dense_layers),
     8 * Th + 2 * Tq + 2 * Tkv, "V3 dense layer")
+  assert(v3.norm_topk_prob ~= false, "the tiny V3 renormalises its top-k weights (DeepSeek-V3's norm_topk_prob)")
   eq(ds_saved(v3, true, "layers", moe_layers) - ds_saved(v3, nil, "layers", moe_layers),
-    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * (R + TOK) - 2 * R, "V3 MoE layer (bf16 router)")
+    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * R, "V3 MoE layer (bf16 scores, fp32 renormalised weights)")
+  local raw = {}
+  for key, v in pairs(v3) do raw[key] = v end
+  raw.norm_topk_prob = false
+  -- (without the renormalisation pure has no div either: the difference loses the div's − 2 (R + T) … − 2 R only)
+  eq(ds_saved(raw, true, "layers", moe_layers) - ds_saved(raw, nil, "layers", moe_layers),
+    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * R, "V3 MoE layer without norm_topk_prob (bf16 weights)")
   eq(ds_saved(v3, false, "layers", moe_layers), ds_saved(v3, nil, "layers", moe_layers), "pure unchanged")
   local v2 = require("neusight.models.presets").deepseek_v2_lite -- no q_lora_rank; softmax routing
   local cfg = deepseek.config(v2)
@@ -376,9 +386,24 @@ function T.test_deepseek_router_and_attention_dtypes_under_autocast()
   eq(pure[m .. ".gate"].dtype, "fp32", "pure: fp32 router logits")
   eq(ac[m .. ".gate"].dtype, "bf16", "autocast: bf16 router logits")
   eq(ac[m .. ".gate.sigmoid"].dtype, "bf16", "V3: sigmoid keeps bf16")
-  eq(ac[m .. ".final_hidden_states"].dtype, "bf16", "zeros_like(dtype=topk_weights.dtype)")
-  eq(ac[m .. ".to_dtype"].dtype, "fp32", ".type(hidden_states.dtype): to the fp32 stream")
-  eq(ac[m .. ".to_dtype"].attrs.from, "bf16", "from the bf16 sum")
+  -- get_topk_indices: the bf16 scores + the fp32 e_score_correction_bias buffer promote; the selection runs in fp32
+  eq(ac[m .. ".gate.e_score_correction_bias"].dtype, "fp32", "bf16 scores + fp32 bias")
+  eq(ac[m .. ".gate.e_score_correction_bias"].attrs.input_dtypes, "bf16,fp32", "mixed")
+  eq(ac[m .. ".gate.group_scores"].dtype, "fp32", "the selection in fp32")
+  eq(ac[m .. ".gate.topk_weights"].dtype, "bf16", "gathered from the bf16 scores")
+  -- norm_topk_prob: topk_weights.sum() writes fp32 under autocast (its fp32 list), and the division by it too
+  eq(ac[m .. ".gate.topk_sum"].dtype, "fp32", "sum: autocast's fp32 list")
+  eq(ac[m .. ".gate.topk_norm"].dtype, "fp32", "bf16 weights / fp32 sum")
+  eq(ac[m .. ".gate.topk_norm"].attrs.input_dtypes, "bf16,fp32", "mixed")
+  eq(ac[m .. ".final_hidden_states"].dtype, "fp32", "zeros_like(dtype=topk_weights.dtype): the fp32 weights'")
+  assert(not ac[m .. ".to_dtype"], ".type(hidden_states.dtype) of an fp32 sum on the fp32 stream: a no-op")
+  local raw = {}
+  for key, v in pairs(v3) do raw[key] = v end
+  raw.norm_topk_prob = false
+  local plain = nodes(raw, true)
+  eq(plain[m .. ".final_hidden_states"].dtype, "bf16", "no renormalisation: zeros_like in the bf16 weights' dtype")
+  eq(plain[m .. ".to_dtype"].dtype, "fp32", ".type(hidden_states.dtype): to the fp32 stream")
+  eq(plain[m .. ".to_dtype"].attrs.from, "bf16", "from the bf16 sum")
   eq(ac[m .. ".experts.expert_input"].dtype, "fp32", "the experts index the fp32 rows")
   eq(ac[m .. ".shared_experts_add"].dtype, "fp32", "the fp32 sum + the bf16 shared experts")
   eq(ac[m .. ".shared_experts_add"].attrs.input_dtypes, "fp32,bf16", "mixed")
