@@ -125,8 +125,11 @@ function T.test_gpt2_layer_saved_under_autocast()
     return layer_saved(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
                                         autocast = autocast }), "h")
   end
-  eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h, "sdpa: two fp32 LayerNorm inputs")
-  eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + 2 * b * a * s * s, "eager: + the fp32 softmax")
+  -- + gelu_new from torch.pow on (autocast's fp32 list): tanh saves its fp32 output and the last product its fp32
+  -- (1 + tanh) operand, 2 B more per MLP activation element each (n_inner = 4 h)
+  local mlp = 4 * b * s * (4 * h)
+  eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h + mlp, "sdpa: two fp32 LayerNorm inputs, fp32 gelu_new")
+  eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + mlp + 2 * b * a * s * s, "eager: + the fp32 softmax")
   local by = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager",
                                       autocast = true }))
   eq(by["h.attn.softmax"].dtype, "fp32", "softmax on autocast's fp32 list")
@@ -134,6 +137,17 @@ function T.test_gpt2_layer_saved_under_autocast()
   eq(fw_bytes(by["h.attn.c_attn.weight_cast"]), h * 3 * h * 6, "c_attn's weight cast")
   eq(fw_bytes(by["lm_head.weight_cast"]), h * 1000 * 6, "the tied lm_head casts wte's weight")
   eq(by["h.attn.residual"].dtype, "fp32", "fp32 residual add")
+  -- gelu_new: 0.5 · a stays bf16, torch.pow(a, 3.0) writes fp32 (autocast's fp32 list) and what follows it promotes
+  eq(by["h.mlp.act.half"].dtype, "bf16", "0.5 · a")
+  eq(by["h.mlp.act.cube"].dtype, "fp32", "pow: autocast's fp32 list")
+  eq(by["h.mlp.act.cube"].attrs.input_dtypes, "bf16", "pow reads the bf16 c_fc output")
+  eq(by["h.mlp.act.inner"].attrs.input_dtypes, "bf16,fp32", "a + 0.044715 · a³")
+  eq(by["h.mlp.act.tanh"].dtype, "fp32", "tanh of an fp32 tensor")
+  eq(by["h.mlp.act.out"].attrs.input_dtypes, "bf16,fp32", "0.5 · a times (1 + tanh)")
+  eq(by["h.mlp.c_proj.input_cast"].attrs.from, "fp32", "c_proj's addmm casts the fp32 activation")
+  local pure = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager" }))
+  eq(pure["h.mlp.act.tanh"].dtype, "bf16", "pure: gelu_new in bf16")
+  assert(not pure["h.mlp.c_proj.input_cast"], "pure: no cast")
 end
 
 -- OPT (pre-LN) and BERT under autocast, b = 2, s = 32, h = 64, 4 heads: the LayerNorms keep their fp32 inputs
