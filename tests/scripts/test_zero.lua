@@ -156,6 +156,35 @@ function T.test_zero3_moves_one_and_a_half_times_ddp_bytes()
   local _ = nodes, times
 end
 
+-- Gradient accumulation under ZeRO-2: no rank keeps the whole gradient, so each of the microbatches' backwards
+-- reduce-scatters its buckets (DeepSpeed stage 2, FSDP SHARD_GRAD_OP), where ZeRO-1 (whole gradients, sharded
+-- optimizer) reduce-scatters once after the last; the parameters are all-gathered once after the step either way.
+-- With the link slower than the backward (no overlap left), each reduce-scatter's tail is exposed, once per microbatch.
+function T.test_zero2_reduce_scatters_every_microbatch()
+  local L, layer, n, mb = 16, 1e8, 8, 4
+  local function dev(z, microbatches)
+    local nn, tt = graph(L, layer, 0, 1e-4, 2e-4)
+    return P.timeline(plan_of({ dp = n, zero = z, microbatches = microbatches }, 8 * microbatches, "pure"), nn, tt)
+      .devices[1]
+  end
+  local psi_bytes = L * layer * 2
+  local z1, z2, z2_one = dev(1, mb), dev(2, mb), dev(2, 1)
+  near(z1.dp_bytes, 2 * psi_bytes, "ZeRO-1: one reduce-scatter of Ψ, one all-gather of Ψ", 1e-9)
+  near(z2.dp_bytes, (mb + 1) * psi_bytes, "ZeRO-2: a reduce-scatter per microbatch, one all-gather", 1e-9)
+  near(z2.dp_wire_bytes, (mb + 1) * (n - 1) / n * psi_bytes, "ZeRO-2: its volume", 1e-9)
+  near(z2_one.dp_bytes, z1.dp_bytes, "one microbatch: ZeRO-2 moves ZeRO-1's bytes", 1e-12)
+  -- the parameters' all-gather after the step, priced as the timeline does (neusight.collectives over the dp group);
+  -- the rest of ZeRO-1's communication is one microbatch's buckets
+  local plan = plan_of({ dp = n, zero = 1 }, 8, "pure")
+  local gather = C.time("all_gather", psi_bytes, plan.groups.dp, plan.cluster)
+  local buckets = z1.dp_comm - gather
+  assert(buckets > 0, "ZeRO-1's communication: one microbatch's buckets and the all-gather")
+  near(z2.dp_comm, mb * buckets + gather, "ZeRO-2: the buckets mb times, the all-gather once", 1e-9)
+  local tail1 = z1.dp_exposed - gather -- ZeRO-1's exposed tail of its one bucket pass (the gather exposed whole)
+  assert(tail1 > 0, "the link slower than the backward: a tail exposed")
+  near(z2.dp_exposed - gather, mb * tail1, "ZeRO-2: each microbatch's tail exposed", 1e-9)
+end
+
 -- Exposed communication per unit (neusight.parallel.zero exposed, FSDP's one-unit prefetch): with a price the test
 -- sets, compute that hides each gather leaves only the first gather (forward) and the first gather and the last
 -- scatter (backward) exposed; compute too short to hide them leaves the link's time less the compute.

@@ -7,9 +7,11 @@
 --   zero 1  of the optimizer state (master copies, moments) and runs 1/dp of the step: Megatron-LM's distributed
 --           optimizer (distributed_optimizer = true is its other name). Gradients are reduce-scattered in buckets
 --           during the last backward, the updated parameters all-gathered after the step (neusight.parallel.timeline).
---   zero 2  + of the gradients (DeepSpeed stage 2; FSDP SHARD_GRAD_OP): the same communication as stage 1 (the bucket
---           reduce-scatter leaves each rank its shard; DeepSpeed's stage 2 reduces per bucket as stage 1 does); the
---           transient unsharded gradient buckets (bucket_mb each) are not counted.
+--   zero 2  + of the gradients (DeepSpeed stage 2; FSDP SHARD_GRAD_OP): stage 1's communication (the bucket
+--           reduce-scatter leaves each rank its shard; DeepSpeed's stage 2 reduces per bucket as stage 1 does), but
+--           with gradient accumulation (microbatches > 1) every microbatch's backward reduce-scatters, since no rank
+--           keeps the whole gradient to accumulate into (DeepSpeed's and FSDP's default; neusight.parallel.timeline);
+--           the transient unsharded gradient buckets (bucket_mb each) are not counted.
 --   zero 3  + of the parameters (DeepSpeed stage 3; FSDP FULL_SHARD, FSDP2 fully_shard as torchtitan and HF accelerate
 --           run it): each unit's parameters are all-gathered before its forward and again before its backward, and
 --           its gradients reduce-scattered after its backward (M.exposed). No bucket all-reduce, no parameter
