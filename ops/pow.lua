@@ -6,7 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "pow",
   doc = "power: VECpow(u)(rows,H); bw VECpow(u) + VECmul + VECmulu (n · x^(n-1) · dy)",
-  attrs = rules.attrs { "saved_inputs", "tensor_inputs", "input_dtypes" },
+  attrs = rules.attrs { "saved_inputs", "tensor_inputs" },
   fusion = "elementwise",
   check = rules.check_broadcast,
   saves = rules.saves_input, -- n · x^(n−1) needs x (a Python-scalar exponent)

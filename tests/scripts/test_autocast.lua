@@ -125,9 +125,9 @@ function T.test_gpt2_layer_saved_under_autocast()
     return layer_saved(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
                                         autocast = autocast }), "h")
   end
-  -- + gelu_new from torch.pow on (autocast's fp32 list): tanh saves its fp32 output and the last product its fp32
-  -- (1 + tanh) operand, 2 B more per MLP activation element each (n_inner = 4 h)
-  local mlp = 4 * b * s * (4 * h)
+  -- + gelu_new from torch.pow on (autocast's fp32 list): pow saves the fp32 copy of a it casts, tanh its fp32 output
+  -- and the last product its fp32 (1 + tanh) operand, 2 B more per MLP activation element each (n_inner = 4 h)
+  local mlp = 6 * b * s * (4 * h)
   eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h + mlp, "sdpa: two fp32 LayerNorm inputs, fp32 gelu_new")
   eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + mlp + 2 * b * a * s * s, "eager: + the fp32 softmax")
   local by = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager",
@@ -140,7 +140,8 @@ function T.test_gpt2_layer_saved_under_autocast()
   -- gelu_new: 0.5 · a stays bf16, torch.pow(a, 3.0) writes fp32 (autocast's fp32 list) and what follows it promotes
   eq(by["h.mlp.act.half"].dtype, "bf16", "0.5 · a")
   eq(by["h.mlp.act.cube"].dtype, "fp32", "pow: autocast's fp32 list")
-  eq(by["h.mlp.act.cube"].attrs.input_dtypes, "bf16", "pow reads the bf16 c_fc output")
+  eq(by["h.mlp.act.cube.input_cast"].attrs.from, "bf16", "pow casts the bf16 c_fc output to fp32")
+  eq(by["h.mlp.act.cube.input_cast"].dtype, "fp32", "pow's fp32 input")
   eq(by["h.mlp.act.inner"].attrs.input_dtypes, "bf16,fp32", "a + 0.044715 · a³")
   eq(by["h.mlp.act.tanh"].dtype, "fp32", "tanh of an fp32 tensor")
   eq(by["h.mlp.act.out"].attrs.input_dtypes, "bf16,fp32", "0.5 · a times (1 + tanh)")
