@@ -93,8 +93,8 @@ end
 
 -- Model state per GPU against the ZeRO paper's closed forms (Rajbhandari et al. 2020, Fig. 1 / Table 1), with the
 -- run's recipe (Megatron amp bf16: 2 B parameters, 4 B gradients, 4 B master, 8 B moments = 18 B) over dp 8:
--- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the two largest units unsharded (here the
--- embedding and a layer, parameters and gradients: (Ψ_embedding + Ψ_layer) × (2 + 4)).
+-- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the largest two neighbouring units
+-- unsharded (here the embedding and the first layer, parameters and gradients: (Ψ_embedding + Ψ_layer) × (2 + 4)).
 function T.test_zero_state_closed_forms()
   local L, layer, root = 32, 2e8, 1e9
   local psi = L * layer + root
@@ -124,6 +124,21 @@ function T.test_zero_state_closed_forms()
   -- dp 1: nothing to shard over
   local one = with_memory(plan_of({ dp = 1, microbatches = 2, zero = 3, kernels = "megatron" }, 8), nodes)
   near(P.timeline(one, nodes, times).memory.stages[1].state_gb, 18 * psi / 1e9, "dp 1: unsharded", 1e-12)
+end
+
+-- ZeRO-3's unsharded units are the one computing and the one prefetched, neighbours in the run's order (FSDP's
+-- one-unit prefetch): an embedding and an LM head as large as each other, first and last, are never gathered together.
+-- Here the embedding (root), L layers, and the head (head): the largest neighbouring pair is the head and the last layer.
+function T.test_zero3_transient_is_the_largest_neighbouring_pair()
+  local L, layer, root, head = 8, 2e8, 1e9, 1.1e9
+  local nodes, times = graph(L, layer, root)
+  nodes[3].params = head
+  local plan = with_memory(plan_of({ dp = 8, zero = 3 }, 8), nodes)
+  local st = P.timeline(plan, nodes, times).memory.memory.state
+  near(st.gathered_gb, (head + layer) * (2 + 4) / 1e9, "the head and the last layer (not the embedding and the head)",
+    1e-12)
+  eq(Z.transient_bytes({ { params = 5 } }, 2, 4), 5 * 6, "one unit: itself")
+  eq(Z.transient_bytes({ { params = 5 }, { params = 1 }, { params = 7 } }, 2, 4), 8 * 6, "neighbours only")
 end
 
 -- Communication volume per GPU and step (bandwidth-optimal, the ZeRO paper §7): DDP all-reduces the gradients,

@@ -161,8 +161,8 @@ function M.report(plan, devices, mem, params_total, lean)
     for d, dev in ipairs(devices) do
       local share = params_total > 0 and dev.params / params_total or 1 / p.pp
       local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
-      -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the two largest units' full parameters and
-      -- gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
+      -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the largest two neighbouring units' full
+      -- parameters and gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
       if zero.stage(p) == 3 and (dev.zero_gathered or 0) > 0 and p.training and p.dp > 1 then
         state.gathered = dev.zero_gathered
         state.total = state.total + state.gathered
