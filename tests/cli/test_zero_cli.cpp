@@ -58,6 +58,13 @@ TEST_CASE("zero 3: Llama-3-8B state per GPU is 18 psi / 8 plus two unsharded uni
   CHECK(table.out.find("megatron kernels, ZeRO-3") != std::string::npos);
   CHECK(table.out.find("weights + gradients + master + optimizer sharded over dp 8") != std::string::npos);
   CHECK(table.out.find("data-parallel ZeRO-3 parameter all-gathers") != std::string::npos);
+  // inference shards nothing (a warning says --zero has no effect): the layout line does not name a stage
+  const auto inference = run_cli("predict --model llama3_8b --gpu h100 --mode inference --batch 8 --seq 2048 "
+                                 "--dtype bf16 --predictor roofline --dp 2 --zero 3");
+  REQUIRE(inference.code == 0);
+  CHECK(inference.err.find("has no effect") != std::string::npos);
+  CHECK(inference.out.find("megatron kernels\n") != std::string::npos);
+  CHECK(inference.out.find("ZeRO-3") == std::string::npos);
 }
 
 TEST_CASE("zero 1 is the distributed optimizer", "[cli][zero]") {

@@ -151,7 +151,9 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
   local kernels = j.kernels .. " kernels" .. (j.sequence_parallel and ", sequence parallel" or "")
-    .. (j.zero >= 2 and fmt(", ZeRO-%d", j.zero) or j.distributed_optimizer and ", distributed optimizer" or "")
+    -- (only where it shards: data-parallel training, as neusight.parallel.zero shards; elsewhere it has no effect)
+    .. (not (plan.training and j.dp > 1) and "" or j.zero >= 2 and fmt(", ZeRO-%d", j.zero)
+      or j.distributed_optimizer and ", distributed optimizer" or "")
     .. (j.recompute ~= "none" and ", " .. j.recompute .. " recomputation" or "")
   add("\nparallel  dp %d x tp %d x pp %d%s = %d GPUs (%d node(s) x %d), %d microbatch(es) of %d, schedule %s%s, %s\n",
     j.dp, j.tp, j.pp, j.ep > 1 and fmt(" (ep %d)", j.ep) or "", j.world, c.nodes, c.gpus_per_node, j.microbatches,
