@@ -560,9 +560,7 @@ function M.graph(r, opts)
 
   -- the residual adds: fp32 under autocast (the fp32 stream plus the 16-bit o_proj / down_proj output, or plus a MoE
   -- block's fp32 sum: `branch`)
-  local function residual_attrs(branch)
-    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
-  end
+  local function residual_attrs(branch) return N.residual_attrs(g, branch) end -- (neusight.nodes)
   local function layer(p, kv, sparse)
     rms_norm(p .. ".input_layernorm", xs, h, stream)
     attention(p .. ".self_attn", kv)
