@@ -254,8 +254,7 @@ function M.build(cfg, opts)
   linear("layers.self_attn.out_proj", xl, hl, h, x)
   tp_all_reduce("layers.self_attn.tp_out", x, "forward", "g: sum of the row-parallel out_proj partial outputs")
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
-  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0,
-    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
+  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0, N.residual_attrs(g)) -- residual + out_proj
   if not pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
@@ -265,8 +264,7 @@ function M.build(cfg, opts)
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
   tp_all_reduce("layers.fc2.tp_out", x2d, "forward", "g: sum of the row-parallel fc2 partial outputs")
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
-  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0,
-    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
+  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0, N.residual_attrs(g)) -- residual + fc2
   add("view", "layers.unflatten", { x2d }, x)
   if not pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 
