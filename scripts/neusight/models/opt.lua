@@ -167,8 +167,7 @@ function M.build(cfg, opts)
   local function project(which)
     if not g.megatron then
       linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q", true)
-    elseif which == "q" then
-      N.autocast_cast(g, "layers.self_attn.qkv_proj.input_cast", x)
+    elseif which == "q" then -- (no autocast under Megatron's kernels; N.qkv casts its input itself where there is)
       N.qkv(g, "layers.self_attn", x, h, nh, nh, hd, xl, xl, bias)
     end
   end
