@@ -163,7 +163,7 @@ function M.build(cfg, opts)
   local mask = decode and { b, serve.kv } or tokens -- the attention mask: every cached position in decode
   -- The q, k or v projection `which` ("q", "k", "v") in HF's order: its nn.Linear, or under Megatron's kernels the one
   -- q/k/v GEMM at q's place (k and v are views of its output: nothing at theirs). k_proj and v_proj read the normed x
-  -- that q_proj saves for backward: autograd keeps that one tensor once.
+  -- that q_proj saves for backward: autograd keeps that one tensor once (under autocast each casts and saves its own).
   local function project(which)
     if not g.megatron then
       linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q", true)
