@@ -20,6 +20,10 @@
 --     against, but every real part lies in 9–107 (L40S 9.4, L4 9.9, RTX 4090 12.2, H100 50, A100-SXM4-80GB 105, B300
 --     107), so a dropped or added digit (3350 written 335 or 33500) is out of it on one side at least (tester10 #1:
 --     the fp32 predictor is not monotone in bandwidth, so such a typo read 61× slower, not 10×).
+--   * mem_gb within MEM_GB_PER_SM GB per SM (per CU on AMD): every real part lies in 0.19–1.8 (RTX 4090 0.19, MI100
+--     0.27, H100 0.61, H200 1.07, B300 1.8), so memory written in MB or MiB (32000 or 32768 for 32) is refused, as is a
+--     dropped digit on most parts. mem_gb is an input of the NeuSight MLPs (engine/core/tile_model.cpp), not only the
+--     capacity: an RTX 5090 file with mem_gb = 32000 forecast GPT-2 Large inference 260× slower, with no error.
 -- A file describing a hypothetical part says so in words (`what_if = "the H100 with twice the bf16 peak"`): it is not
 -- held to these rules. The message of a file that breaks them says that too.
 local fmt, type = string.format, type
@@ -56,6 +60,8 @@ M.TENSOR_FLOOR = 0.30
 M.FP32_MATRIX_RANGE = { 0.9, 2.2 }
 -- mem_bw_gbps / peak_fp32_tflops: the range real parts span, with room (see the rules above)
 M.BW_PER_FP32_TFLOP = { 6, 250 }
+-- mem_gb / num_sm: the range real parts span, with room (see the rules above)
+M.MEM_GB_PER_SM = { 0.1, 20 }
 
 -- The tensor peaks checked, the multiple of the 16-bit ceiling each may reach, and whether M.TENSOR_FLOOR holds it
 -- from below: not fp16, which has a SIMT path a file may give instead (the NeuSight reference's GPU specs list the
@@ -114,6 +120,16 @@ function M.problem(g)
       return fmt("key 'mem_bw_gbps' = %g is %.3g GB/s per fp32 TFLOP/s (peak_fp32_tflops %g): real GPUs have %g–%g "
         .. "(L40S 9.4, H100 50, B300 107; scripts/neusight/gpu_check.lua): a digit dropped or added? (a what-if part: "
         .. "say so, what_if = \"…\")", bw, per, fp32, lo, hi), "mem_bw_gbps"
+    end
+  end
+  local mem = num(g, "mem_gb")
+  if sm and mem then
+    local lo, hi = M.MEM_GB_PER_SM[1], M.MEM_GB_PER_SM[2]
+    local per = mem / sm
+    if per < lo or per > hi then
+      return fmt("key 'mem_gb' = %g is %.3g GB per SM (num_sm %d): real GPUs have %g–%g (RTX 4090 0.19, H100 0.61, "
+        .. "B300 1.8; scripts/neusight/gpu_check.lua): memory in GB (1e9 bytes), not MB or MiB, with no digit dropped? "
+        .. "(a what-if part: say so, what_if = \"…\")", mem, per, sm, lo, hi), "mem_gb"
     end
   end
   local matrix = num(g, "peak_fp32_matrix_tflops")

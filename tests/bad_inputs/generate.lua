@@ -129,6 +129,10 @@ end
 -- a bandwidth a digit off (tester10 #1): held to the bandwidth per fp32 TFLOP/s real parts have (scripts/neusight/gpu_check.lua)
 gpu_case("mem_bw_gbps_digit_added", "mem_bw_gbps", "1000.0", "key 'mem_bw_gbps' = 1000 is 500 GB/s per fp32 TFLOP/s")
 gpu_case("mem_bw_gbps_digit_dropped", "mem_bw_gbps", "10.0", "key 'mem_bw_gbps' = 10 is 5 GB/s per fp32 TFLOP/s")
+-- memory in MB for GB (audit16: an RTX 5090 file with mem_gb = 32000 forecast 260x slower, no error): held to the GB
+-- per SM real parts have (scripts/neusight/gpu_check.lua)
+gpu_case("mem_gb_in_mb", "mem_gb", "8000", "key 'mem_gb' = 8000 is 800 GB per SM (num_sm 10)")
+gpu_case("mem_gb_digit_dropped", "mem_gb", "0.8", "key 'mem_gb' = 0.8 is 0.08 GB per SM (num_sm 10)")
 -- strings, arrays, structure
 gpu_case("vendor_unknown", "vendor", '"intel"', "key 'vendor' must be \"nvidia\" or \"amd\"")
 gpu_case("vendor_number", "vendor", '7', "key 'vendor' must be a string (got integer)")

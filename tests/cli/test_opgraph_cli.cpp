@@ -241,7 +241,7 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   // a GPU it does not fit (the 32 MiB cuBLAS workspace alone is over 0.01 GB): it says so, and fits is false (the
   // plan knew no capacity before: 131 GB "fitted" a 40 GB GPU)
   const std::string small = ns_test::replace_all(ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml"),
-                                                 "mem_gb = 8", "mem_gb = 0.01");
+                                                 "mem_gb = 8", "mem_gb = 0.01\nwhat_if = \"tiny with 10 MB\"");
   const auto small_gpu = t.write("small.toml", small).string();
   r = run_cli("predict --graph '" + dp + "' --gpu '" + small_gpu + "' --predictor roofline --format json");
   REQUIRE(r.code == 0);
