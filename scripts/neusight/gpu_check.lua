@@ -24,6 +24,11 @@
 --     0.27, H100 0.61, H200 1.07, B300 1.8), so memory written in MB or MiB (32000 or 32768 for 32) is refused, as is a
 --     dropped digit on most parts. mem_gb is an input of the NeuSight MLPs (engine/core/tile_model.cpp), not only the
 --     capacity: an RTX 5090 file with mem_gb = 32000 forecast GPT-2 Large inference 260× slower, with no error.
+--   * pcie_bw_gbps at most PCIE_SLACK × the x16 rate of its pcie_gen (2^(gen + 1) GB/s per direction: gen3 16, gen4 32,
+--     gen5 64, gen6 128; every bundled file gives exactly that) and at least a sixteenth of it (an x1 link), and a GPU
+--     link (interconnect not "none") at least pcie_bw_gbps: every real one carries more than the slot (RTX 3090's NVLink
+--     bridge 112.5 vs 32, H100 900 vs 64), so TB/s written for GB/s (interconnect_bw_gbps = 0.9: a data-parallel run
+--     150× slower) is refused.
 -- A file describing a hypothetical part says so in words (`what_if = "the H100 with twice the bf16 peak"`): it is not
 -- held to these rules. The message of a file that breaks them says that too.
 local fmt, type = string.format, type
@@ -62,6 +67,8 @@ M.FP32_MATRIX_RANGE = { 0.9, 2.2 }
 M.BW_PER_FP32_TFLOP = { 6, 250 }
 -- mem_gb / num_sm: the range real parts span, with room (see the rules above)
 M.MEM_GB_PER_SM = { 0.1, 20 }
+-- pcie_bw_gbps over the x16 rate of its generation: at most this (see the rules above)
+M.PCIE_SLACK = 1.1
 
 -- The tensor peaks checked, the multiple of the 16-bit ceiling each may reach, and whether M.TENSOR_FLOOR holds it
 -- from below: not fp16, which has a SIMT path a file may give instead (the NeuSight reference's GPU specs list the
@@ -131,6 +138,21 @@ function M.problem(g)
         .. "B300 1.8; scripts/neusight/gpu_check.lua): memory in GB (1e9 bytes), not MB or MiB, with no digit dropped? "
         .. "(a what-if part: say so, what_if = \"…\")", mem, per, sm, lo, hi), "mem_gb"
     end
+  end
+  local gen, pcie = num(g, "pcie_gen"), num(g, "pcie_bw_gbps")
+  if gen and pcie then
+    local x16 = 2 ^ (gen + 1)
+    if pcie > x16 * M.PCIE_SLACK or pcie < x16 / 16 then
+      return fmt("key 'pcie_bw_gbps' = %g, but PCIe gen %d carries %g GB/s per direction at x16 (%g at x1; "
+        .. "scripts/neusight/gpu_check.lua): GB/s per direction, with pcie_gen right? (a what-if part: say so, "
+        .. "what_if = \"…\")", pcie, gen, x16, x16 / 16), "pcie_bw_gbps"
+    end
+  end
+  local link = num(g, "interconnect_bw_gbps")
+  if pcie and link and g.interconnect ~= "none" and link < pcie then
+    return fmt("key 'interconnect_bw_gbps' = %g is below pcie_bw_gbps (%g): a GPU link (%s) carries more than the PCIe "
+      .. "slot (RTX 3090's NVLink 112.5 vs 32, H100 900 vs 64; scripts/neusight/gpu_check.lua): GB/s, not TB/s? (a "
+      .. "what-if part: say so, what_if = \"…\")", link, pcie, tostring(g.interconnect), pcie), "interconnect_bw_gbps"
   end
   local matrix = num(g, "peak_fp32_matrix_tflops")
   if fp32 and matrix then

@@ -133,6 +133,17 @@ gpu_case("mem_bw_gbps_digit_dropped", "mem_bw_gbps", "10.0", "key 'mem_bw_gbps' 
 -- per SM real parts have (scripts/neusight/gpu_check.lua)
 gpu_case("mem_gb_in_mb", "mem_gb", "8000", "key 'mem_gb' = 8000 is 800 GB per SM (num_sm 10)")
 gpu_case("mem_gb_digit_dropped", "mem_gb", "0.8", "key 'mem_gb' = 0.8 is 0.08 GB per SM (num_sm 10)")
+-- link bandwidths in TB/s for GB/s (audit16: an H100 file with interconnect_bw_gbps = 0.9 forecast a dp 8 run 150x
+-- slower, no error): PCIe held to its generation's rate, a GPU link to at least the slot's
+gpu_case("pcie_bw_gbps_tbps", "pcie_bw_gbps", "0.032", "key 'pcie_bw_gbps' = 0.032, but PCIe gen 4 carries 32 GB/s")
+gpu_case("pcie_bw_gbps_beyond_gen", "pcie_bw_gbps", "64.0", "key 'pcie_bw_gbps' = 64, but PCIe gen 4 carries 32 GB/s")
+do
+  local text = replace_line(replace_line(gpu, "interconnect =", 'interconnect = "nvlink3"'), "interconnect_bw_gbps =",
+    "interconnect_bw_gbps = 0.6")
+  case { kind = "gpu", file = "gpu/interconnect_bw_gbps_tbps.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "key 'interconnect_bw_gbps' = 0.6 is below pcie_bw_gbps (32)",
+         line = line_of(text, "interconnect_bw_gbps =") }
+end
 -- strings, arrays, structure
 gpu_case("vendor_unknown", "vendor", '"intel"', "key 'vendor' must be \"nvidia\" or \"amd\"")
 gpu_case("vendor_number", "vendor", '7', "key 'vendor' must be a string (got integer)")
