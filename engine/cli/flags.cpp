@@ -832,7 +832,7 @@ std::vector<flag_spec> table_make() {
   flag("--scripts",
        "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
-       "eval models)")
+       "eval models); DIR/neusight/models/<arch>.lua adds a model builder (README: Writing a model builder)")
       .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::scripts_dirs));
   flag("--gpus-dir",
        "Directory of GPU files (*.toml) found by file stem, name or alias before the bundled gpus/ (repeatable; then "

@@ -1300,6 +1300,21 @@ function M.kv_cache_window(nodes)
   return window, windowed / all
 end
 
+-- A config table's keys against the fields its builder reads (README "Writing a model builder"): a builder lists them
+-- in M.FIELDS (name and arch among them), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
+-- bundled builders also check them in build(), with this message; a builder of your own (--scripts DIR/neusight/models/
+-- <arch>.lua) that lists none is refused, since a misspelt field would reach its build() as nil, silently a default.
+local function fields_check(cfg, builder)
+  local who = ("%s model '%s'"):format(tostring(cfg.arch), tostring(cfg.name or "?"))
+  if type(builder.FIELDS) == "table" then
+    require("neusight.models.check").known(who, cfg, builder.FIELDS)
+  elseif type(builder.fields) ~= "function" then
+    error(("%s: the %s model builder (neusight/models/%s.lua on the script search path) lists no FIELDS: give it "
+      .. "M.FIELDS = { \"name\", \"arch\", <the config fields build() reads> } so that a misspelt field is an error, "
+      .. "not nil"):format(who, cfg.arch, cfg.arch), 0)
+  end
+end
+
 -- An error raised while building a workload about a field of the table its script writes in place for top-level field
 -- `outer` ("model": a builder's error about its config; "parallel": the plan's), with the script's line that sets that
 -- field when one line certainly does (M.nested_field_line): "<chunkname>:<line>: <message>". Other errors, errors of a
@@ -1546,18 +1561,21 @@ local function graph_of(w, gpu, notes)
     -- a config.json's "use_cache": false: HF's inference forward keeps no past_key_values (neusight.nodes hf_cache)
     local hf = require "neusight.models.hf"
     if type(hf.use_cache) == "function" and not hf.use_cache(cfg) then opts.use_cache = false end
+    -- a layout this builder cannot shard is a setting it cannot run (neusight.infeasible, as for a model function
+    -- above): `search` skips that layout with the reason, predict stops on it with the same message
+    local cannot = require("neusight").infeasible
     if plan and plan.tp > 1 and not builder.tensor_parallel then
-      error(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
-        .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
+      cannot(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
+        .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"))
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
-      error(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
+      cannot(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
         .. "implement it; drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs"):format(cfg.arch,
-        cfg.arch), w, "parallel"), 0)
+        cfg.arch), w, "parallel"))
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
-      error(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
-        .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
+      cannot(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
+        .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"))
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
       error(field_error(w, "mode", ("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase "
@@ -1584,7 +1602,10 @@ local function graph_of(w, gpu, notes)
       error(field_error(w, "experts", ("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no "
         .. "%q experts; use experts = \"%s\""):format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \""))), 0)
     end
-    local ok, built = pcall(builder.build, cfg, opts)
+    local ok, built = pcall(function()
+      fields_check(cfg, builder)
+      return builder.build(cfg, opts)
+    end)
     if not ok then error(error_at(built, w, "model"), 0) end
     nodes = built
     if plan and plan.tp > 1 then

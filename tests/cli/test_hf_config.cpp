@@ -122,7 +122,8 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   r = run_cli("predict --model '" + rwkv.string() + "'" + flags);
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + rwkv.string() + ": has model_type \"rwkv\", which is not supported; supported: " +
-                     supported() + "\n");
+                     supported() + " (to add it: a builder neusight/models/rwkv.lua declaring HF, under --scripts DIR; "
+                     "README \"Writing a model builder\")\n");
 
   const auto none = t.write("none.json", R"({"n_layer": 2})");
   r = run_cli("predict --model '" + none.string() + "'" + flags);

@@ -44,7 +44,9 @@ function M.test_unknown_and_missing_model_type()
     .. "qwen2_moe, qwen3, qwen3_moe",
     "supported list")
   raises(function() hf.from_config({ model_type = "rwkv" }, "l.json") end,
-    [[l.json: has model_type "rwkv", which is not supported; supported: ]] .. supported)
+    [[l.json: has model_type "rwkv", which is not supported; supported: ]] .. supported
+    .. [[ (to add it: a builder neusight/models/rwkv.lua declaring HF, under --scripts DIR; README "Writing a model ]]
+    .. [[builder")]])
   raises(function() hf.from_config({}, "e.json") end, "e.json: has no 'model_type'; supported: " .. supported)
 end
 

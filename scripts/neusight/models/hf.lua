@@ -4,7 +4,8 @@
 -- module: the engine parses the JSON (null members are left out of the table and listed in a second one) and
 -- calls M.from_config(t, path, nulls). To support another architecture, add an entry to M.TYPES: the builder it
 -- names and, per field the builder reads, the config.json keys to take it from (first present wins). No rebuild
--- is needed.
+-- is needed; without editing this file, a builder of the model_type's name on the script search path that declares
+-- `HF`, such an entry without arch, adds it (user_entry below; README "Writing a model builder").
 --
 -- Every bundled entry is strict (it has `ignore`): each key of the file must be a builder field, a key of the
 -- `ignore` lists (HF's own keys that do not change the kernels: accepted and dropped) or a key of `fixed` (HF keys
@@ -342,6 +343,52 @@ local function builder_exists(arch)
   error(err, 0)
 end
 
+-- The keys a builder's own HF entry may have (README "Writing a model builder"): M.TYPES's, less arch (the module's name).
+local USER_ENTRY_KEYS = { fields = true, defaults = true, ignore = true, fixed = true, derive = true,
+                          null_is_false = true, null_is_omitted = true, model_type = true, quantization = true }
+
+--- The entry of a model_type no bundled entry names, from a builder of that name on the script search path
+--- (--scripts DIR with DIR/neusight/models/<model_type>.lua) that declares `HF`, an entry as M.TYPES's without arch
+--- (the builder is the module itself). Its `ignore` is required: the entry is strict, as the bundled ones are (a key
+--- of the file that is no field, ignored or fixed key is an error). nil when there is no such builder, or it declares
+--- no HF; an HF that is malformed is an error naming the builder.
+---@param model_type string
+---@return table|nil entry
+local function user_entry(model_type)
+  if not model_type:match("^[%a_][%w_]*$") then return nil end
+  local name = "neusight.models." .. model_type
+  local ok, builder = pcall(require, name)
+  if not ok then
+    if tostring(builder):find("module '" .. name .. "' not found", 1, true) then return nil end
+    error(builder, 0)
+  end
+  if type(builder) ~= "table" or type(builder.build) ~= "function" or builder.HF == nil then return nil end
+  local who = ("neusight/models/%s.lua: HF"):format(model_type)
+  local hf = builder.HF
+  if type(hf) ~= "table" then error(("%s must be a table (got %s)"):format(who, type(hf)), 0) end
+  local entry = { arch = model_type }
+  for k, v in pairs(hf) do
+    if not USER_ENTRY_KEYS[k] then
+      local keys = {}
+      for key in pairs(USER_ENTRY_KEYS) do keys[#keys + 1] = key end
+      table.sort(keys)
+      error(("%s: unknown field '%s'; an entry has %s"):format(who, tostring(k), table.concat(keys, ", ")), 0)
+    end
+    entry[k] = v
+  end
+  if type(entry.fields) ~= "table" and type(entry.fields) ~= "function" then
+    error(("%s.fields must be a table { builder field = { config.json keys… } } (got %s)"):format(who,
+      type(entry.fields)), 0)
+  end
+  if type(entry.ignore) ~= "table" then
+    error(("%s.ignore must be a list of key lists (the config.json keys that change no kernel: { "
+      .. "require(\"neusight.models.hf\").PRETRAINED_KEYS, { … } }), so that any other key is an error (got %s)")
+      :format(who, type(entry.ignore)), 0)
+  end
+  return entry
+end
+M.PRETRAINED_KEYS = PRETRAINED_KEYS -- for a builder's HF.ignore
+
 --- The model_type values with a builder present, sorted.
 function M.supported()
   local out = {}
@@ -414,11 +461,15 @@ function M.from_config(t, path, nulls, lines)
   end
   local mt = t.model_type
   local entry = type(mt) == "string" and M.TYPES[mt] or nil
+  if not entry and type(mt) == "string" then entry = user_entry(mt) end
   if not entry or not builder_exists(entry.arch) then
     local what = mt == nil and "has no 'model_type'"
       or type(mt) == "table" and "has a model_type that is not a string (a JSON object or array)"
       or ("has model_type %s, which is not supported"):format(type(mt) == "string" and ("%q"):format(mt) or tostring(mt))
-    error(("%s: %s%s; supported: %s"):format(path, what, M.type_hint(t), table.concat(M.supported(), ", ")), 0)
+    local add = type(mt) == "string" and mt:match("^[%a_][%w_]*$") and not M.TYPES[mt]
+      and (" (to add it: a builder neusight/models/%s.lua declaring HF, under --scripts DIR; README \"Writing a model "
+        .. "builder\")"):format(mt) or ""
+    error(("%s: %s%s; supported: %s%s"):format(path, what, M.type_hint(t), table.concat(M.supported(), ", "), add), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
   if t.use_cache == false then NO_CACHE[cfg] = true end -- M.use_cache
