@@ -64,7 +64,7 @@ TEST_CASE("a user model builder: a misspelt config field is an error at its line
   const auto good = t.write("w/good.lua", "return {\n  model = { arch = 'tinyfalcon', name = 'tf', hidden_size = 256,\n"
                                           "    num_hidden_layers = 2, num_attention_heads = 4, multi_query = true },\n"
                                           "  gpu = 'h100', mode = 'inference', batch = 2, seq = 64,\n}\n");
-  auto r = run_cli("run" + scripts + " " + quoted(good.string()) + " --predictor roofline --format json");
+  auto r = run_cli("run " + quoted(good.string()) + " --predictor roofline --format json" + scripts);
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["model"] == "tf");
@@ -72,15 +72,15 @@ TEST_CASE("a user model builder: a misspelt config field is an error at its line
   const auto typo = t.write("w/typo.lua", "return {\n  model = { arch = 'tinyfalcon', name = 'tf', hidden_size = 256,\n"
                                           "    num_hidden_layers = 2, num_attention_heads = 4, multi_qeury = true },\n"
                                           "  gpu = 'h100', mode = 'inference', batch = 2, seq = 64,\n}\n");
-  r = run_cli("run" + scripts + " " + quoted(typo.string()) + " --predictor roofline --format json -o " +
-              quoted((t.path / "out.json").string()));
+  r = run_cli("run " + quoted(typo.string()) + " --predictor roofline --format json -o " +
+              quoted((t.path / "out.json").string()) + scripts);
   CHECK(r.code == 1);
   CHECK(r.err.find(typo.string() + ":3: tinyfalcon model 'tf': unknown field 'multi_qeury' (did you mean "
                    "'multi_query'?)") != std::string::npos);
   CHECK(!std::filesystem::exists(t.path / "out.json"));
   // a builder that lists no FIELDS cannot tell a misspelt field: refused, saying what to add
   t.write("n/neusight/models/tinyfalcon.lua", builder(""));
-  r = run_cli("run --scripts " + quoted((t.path / "n").string()) + " " + quoted(good.string()) + " --predictor roofline");
+  r = run_cli("run " + quoted(good.string()) + " --predictor roofline --scripts " + quoted((t.path / "n").string()));
   CHECK(r.code == 1);
   CHECK(r.err.find("the tinyfalcon model builder (neusight/models/tinyfalcon.lua on the script search path) lists no "
                    "FIELDS") != std::string::npos);
@@ -107,7 +107,7 @@ TEST_CASE("a user model builder's HF entry adds a config.json model_type", "[cli
   CHECK(j["model"] == "tf");
   const auto table = t.write("w.lua", "return { model = { arch = 'tinyfalcon', name = 'tf', hidden_size = 256, "
                                       "num_hidden_layers = 2, num_attention_heads = 4, multi_query = true } }\n");
-  r = run_cli("predict" + scripts + " --model " + quoted(table.string()) + flags);
+  r = run_cli("run " + quoted(table.string()) + flags + scripts);
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["latency_ms"] == j["latency_ms"]);
   // decode works through the builder's serving flag
