@@ -1307,10 +1307,12 @@ end
 local function fields_check(cfg, builder)
   local who = ("%s model '%s'"):format(tostring(cfg.arch), tostring(cfg.name or "?"))
   if type(builder.FIELDS) == "table" then
-    require("neusight.models.check").known(who, cfg, builder.FIELDS)
+    local known = { "name", "arch" } -- every config table's (the bundled builders list them too)
+    for _, k in ipairs(builder.FIELDS) do known[#known + 1] = k end
+    require("neusight.models.check").known(who, cfg, known)
   elseif type(builder.fields) ~= "function" then
     error(("%s: the %s model builder (neusight/models/%s.lua on the script search path) lists no FIELDS: give it "
-      .. "M.FIELDS = { \"name\", \"arch\", <the config fields build() reads> } so that a misspelt field is an error, "
+      .. "M.FIELDS = { <the config fields build() reads> } so that a misspelt field is an error, "
       .. "not nil"):format(who, cfg.arch, cfg.arch), 0)
   end
 end

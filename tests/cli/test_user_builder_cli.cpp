@@ -51,7 +51,7 @@ return M
 }
 
 const char* const fields_line =
-    R"(M.FIELDS = { "name", "arch", "hidden_size", "num_hidden_layers", "num_attention_heads", "multi_query" })";
+    R"(M.FIELDS = { "hidden_size", "num_hidden_layers", "num_attention_heads", "multi_query" })";
 
 const char* const flags = " --gpu h100 --mode inference --batch 2 --seq 64 --dtype bf16 --predictor roofline --format json";
 
