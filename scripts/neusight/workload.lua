@@ -24,6 +24,15 @@ local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = tr
 M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" } -- the bundled builders (for messages; a
 -- --scripts DIR adds its own as DIR/neusight/models/<arch>.lua, which require finds and this list does not name)
 
+-- Where builder `arch` is, for messages: the bundled file's path, or the module's place on the script search path for
+-- a builder of your own (--scripts DIR/neusight/models/<arch>.lua: not scripts/, which does not hold it).
+local function builder_file(arch)
+  for _, a in ipairs(M.ARCHES) do
+    if a == arch then return ("scripts/neusight/models/%s.lua"):format(arch) end
+  end
+  return ("neusight/models/%s.lua on the script search path"):format(tostring(arch))
+end
+
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
 
@@ -504,11 +513,11 @@ local function ignored_fields(w, given)
     if w[key] ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
       local cfg, builder = model_builder(w.model)
       if builder and not builder.num_experts then
-        note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
-          :format(cfg.arch, cfg.arch))
+        note(key, false, ("the %s model builder (%s) has no routed experts; drop it")
+          :format(cfg.arch, builder_file(cfg.arch)))
       elseif builder and key == "router_skew" and not builder.router_skew then
-        note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) prices its experts' buffers at a fixed "
-          .. "capacity, not by the routed load; drop it"):format(cfg.arch, cfg.arch))
+        note(key, false, ("the %s model builder (%s) prices its experts' buffers at a fixed "
+          .. "capacity, not by the routed load; drop it"):format(cfg.arch, builder_file(cfg.arch)))
       elseif key == "router_skew" and (w.parallel and w.parallel.ep or 1) <= 1 then
         note(key, false, "load imbalance is priced under expert parallelism only (ep > 1: the ranks wait for the "
           .. "busiest); one GPU runs every expert; drop it or give --ep")
@@ -1567,27 +1576,27 @@ local function graph_of(w, gpu, notes)
     -- above): `search` skips that layout with the reason, predict stops on it with the same message
     local cannot = require("neusight").infeasible
     if plan and plan.tp > 1 and not builder.tensor_parallel then
-      cannot(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
-        .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"))
+      cannot(error_at(("parallel.tp: the %s model builder (%s) has no tensor-parallel "
+        .. "sharding; use tp = 1"):format(cfg.arch, builder_file(cfg.arch)), w, "parallel"))
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
-      cannot(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
+      cannot(error_at(("parallel.sequence_parallel: the %s model builder (%s) does not "
         .. "implement it; drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs"):format(cfg.arch,
-        cfg.arch), w, "parallel"))
+        builder_file(cfg.arch)), w, "parallel"))
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
-      cannot(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
-        .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"))
+      cannot(error_at(("parallel.ep: the %s model builder (%s) has no experts to spread; "
+        .. "use ep = 1"):format(cfg.arch, builder_file(cfg.arch)), w, "parallel"))
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(field_error(w, "mode", ("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase "
+      error(field_error(w, "mode", ("field 'mode': the %s model builder (%s) has no %s phase "
         .. "(decoder-only models with a KV cache: gpt, opt, llama, moe, deepseek); use mode = \"inference\"")
-        :format(cfg.arch, cfg.arch, opts.phase)), 0)
+        :format(cfg.arch, builder_file(cfg.arch), opts.phase)), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
     if w.attention == "sdpa" and not has_sdpa then
-      error(field_error(w, "attention", ("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has "
-        .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, cfg.arch)), 0)
+      error(field_error(w, "attention", ("field 'attention': the %s model builder (%s) has "
+        .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, builder_file(cfg.arch))), 0)
     end
     -- a builder whose HF default is sdpa at every dtype (M.sdpa_any_dtype: the Llama family, its MoE types and
     -- DeepSeek, which no fp32 NeuSight trace covers) takes it in fp32 too on HF's kernels; Megatron's fp32 attention
@@ -1601,8 +1610,8 @@ local function graph_of(w, gpu, notes)
       local have = {}
       for impl in pairs(impls) do have[#have + 1] = impl end
       table.sort(have)
-      error(field_error(w, "experts", ("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no "
-        .. "%q experts; use experts = \"%s\""):format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \""))), 0)
+      error(field_error(w, "experts", ("field 'experts': the %s model builder (%s) has no "
+        .. "%q experts; use experts = \"%s\""):format(cfg.arch, builder_file(cfg.arch), w.experts, table.concat(have, "\" or \""))), 0)
     end
     local ok, built = pcall(function()
       fields_check(cfg, builder)

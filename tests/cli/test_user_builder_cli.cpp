@@ -126,7 +126,8 @@ TEST_CASE("a user model builder's HF entry adds a config.json model_type", "[cli
                                                   "  \"num_attention_heads\": 4,\n  \"alibi\": true\n}\n");
   r = run_cli("predict" + scripts + " --model " + quoted(alibi.string()) + flags);
   CHECK(r.code == 1);
-  CHECK(r.err.find(alibi.string() + ":5: alibi = true is not modelled by the tinyfalcon builder") != std::string::npos);
+  CHECK(r.err.find(alibi.string() + ":5: alibi = true is not modelled by the tinyfalcon builder (neusight/models/"
+                   "tinyfalcon.lua on the script search path builds false only)") != std::string::npos);
   // an HF entry without `ignore` would pass every unknown key over: refused
   t.write("x/neusight/models/tinyfalcon.lua",
           ns_test::replace_all(builder(fields_line), "  ignore = { require(\"neusight.models.hf\").PRETRAINED_KEYS, "
@@ -149,5 +150,6 @@ TEST_CASE("search skips the layouts a user builder cannot shard and ranks the ot
   const json j = json::parse(r.out);
   REQUIRE(!j["layouts"].empty());
   for (const auto& l : j["layouts"]) CHECK(l["tp"] == 1);
-  CHECK(r.out.find("parallel.tp: the tinyfalcon model builder") != std::string::npos);
+  CHECK(r.out.find("parallel.tp: the tinyfalcon model builder (neusight/models/tinyfalcon.lua on the script search "
+                   "path) has no tensor-parallel sharding") != std::string::npos);
 }
