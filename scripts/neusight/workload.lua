@@ -1310,7 +1310,7 @@ function M.kv_cache_window(nodes)
 end
 
 -- A config table's keys against the fields its builder reads (README "Writing a model builder"): a builder lists them
--- in M.FIELDS (name and arch among them), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
+-- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
 -- bundled builders also check them in build(), with this message; a builder of your own (--scripts DIR/neusight/models/
 -- <arch>.lua) that lists none is refused, since a misspelt field would reach its build() as nil, silently a default.
 local function fields_check(cfg, builder)
@@ -1320,9 +1320,8 @@ local function fields_check(cfg, builder)
     for _, k in ipairs(builder.FIELDS) do known[#known + 1] = k end
     require("neusight.models.check").known(who, cfg, known)
   elseif type(builder.fields) ~= "function" then
-    error(("%s: the %s model builder (neusight/models/%s.lua on the script search path) lists no FIELDS: give it "
-      .. "M.FIELDS = { <the config fields build() reads> } so that a misspelt field is an error, "
-      .. "not nil"):format(who, cfg.arch, cfg.arch), 0)
+    error(("%s: the %s model builder (%s) lists no FIELDS: give it M.FIELDS = { <the config fields build() reads> } "
+      .. "so that a misspelt field is an error, not nil"):format(who, cfg.arch, builder_file(cfg.arch)), 0)
   end
 end
 
