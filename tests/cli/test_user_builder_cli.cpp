@@ -135,6 +135,14 @@ TEST_CASE("a user model builder's HF entry adds a config.json model_type", "[cli
   r = run_cli("predict --scripts " + quoted((t.path / "x").string()) + " --model " + quoted(cfg.string()) + flags);
   CHECK(r.code == 1);
   CHECK(r.err.find("neusight/models/tinyfalcon.lua: HF.ignore must be a list of key lists") != std::string::npos);
+  // nor a flat list of keys, which from_config would have failed on with ipairs's own error
+  t.write("y/neusight/models/tinyfalcon.lua",
+          ns_test::replace_all(builder(fields_line), "ignore = { require(\"neusight.models.hf\").PRETRAINED_KEYS, "
+                                                     "{ \"layer_norm_epsilon\" } }", "ignore = { \"layer_norm_epsilon\" }"));
+  r = run_cli("predict --scripts " + quoted((t.path / "y").string()) + " --model " + quoted(cfg.string()) + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("neusight/models/tinyfalcon.lua: HF.ignore[1] must be a list of config.json keys (got string "
+                   "layer_norm_epsilon)") != std::string::npos);
 }
 
 TEST_CASE("search skips the layouts a user builder cannot shard and ranks the others", "[cli][builder][search]") {

@@ -385,6 +385,12 @@ local function user_entry(model_type)
       .. "require(\"neusight.models.hf\").PRETRAINED_KEYS, { … } }), so that any other key is an error (got %s)")
       :format(who, type(entry.ignore)), 0)
   end
+  for i, list in ipairs(entry.ignore) do
+    if type(list) ~= "table" then -- a flat list of keys ({ "alibi" }) would fail later, inside from_config
+      error(("%s.ignore[%d] must be a list of config.json keys (got %s %s): ignore holds lists, { { \"%s\" } }")
+        :format(who, i, type(list), tostring(list), tostring(list)), 0)
+    end
+  end
   return entry
 end
 M.PRETRAINED_KEYS = PRETRAINED_KEYS -- for a builder's HF.ignore
