@@ -182,7 +182,7 @@ local function fp8_warning(o, p)
   if not price then return nil end
   local gemms = {}
   for _, k in ipairs(p.kernels) do
-    if k.kind == "gemm" and k.dtype == "fp8" and k.count and k.count > 0 then
+    if (k.kind == "gemm" or k.kind == "bmm") and k.dtype == "fp8" and k.count and k.count > 0 then
       gemms[#gemms + 1] = { node = k.name, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
                             weight_bytes = k.weight_bytes, seconds = k.ms / k.count / 1e3, launches = k.count }
     end
