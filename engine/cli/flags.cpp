@@ -543,6 +543,8 @@ std::vector<flag_spec> table_make() {
        "Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, BF16, torch.float16, "
        "fp8_e4m3, …)")
       .on(forecast, to(&forecast_flags::dtype)).workload().list().check(nonempty_list())
+      .note("; default fp32 (a workload's own dtype under run): the model as PyTorch loads it without torch_dtype "
+            "(a config.json's torch_dtype is not read), prefill and decode included; serve's default is bf16")
       .on(search, to(&search_flags::dtype))
       .on(serve, to(&serve_flags::dtype)).note("; default bf16. fp8 is W8A8 as vLLM runs an FP8 checkpoint: fp8 "
                                                  "linear GEMMs over bf16 activations (embeddings, norms, attention and LM "
