@@ -757,7 +757,9 @@ std::vector<flag_spec> table_make() {
       .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer());
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
       .on(serve, to(&serve_flags::max_batch)).check(positive_integer());
-  flag("--max-batched-tokens", "Most prompt tokens in one prefill step without chunking (default 8192)")
+  flag("--max-batched-tokens",
+       "Most prompt tokens in one prefill step without chunking (default 8192; beside --chunked-prefill, whose TOKENS "
+       "are a chunked step's budget, it has no effect and a warning says so)")
       .on(serve, to(&serve_flags::max_batched_tokens)).check(positive_integer());
   flag("--block-size", "KV-cache block size in tokens (default 16)")
       .on(serve, to(&serve_flags::block_size)).check(positive_integer());

@@ -361,6 +361,12 @@ function M.run(raw, phase, progress, gpu)
     report.warnings = report.warnings or {}
     table.insert(report.warnings, i, w)
   end
+  -- options given that do nothing (serve.lua no_effect_warnings: --experts on a dense model, --max-batched-tokens beside
+  -- --chunked-prefill): the same options for every combination, said once (they were not said at all)
+  for _, w in ipairs(first and S.no_effect_warnings and S.no_effect_warnings(first) or {}) do
+    report.warnings = report.warnings or {}
+    report.warnings[#report.warnings + 1] = w
+  end
   local position_warning = first and S.position_warning and S.position_warning(first) or nil
   if position_warning then
     report.warnings = report.warnings or {}

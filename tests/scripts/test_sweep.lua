@@ -290,6 +290,22 @@ function M.test_moe_rows_csv_carries_every_row_field()
   end
 end
 
+-- Options given that do nothing are said once by the sweep, as a single serve says them (audit 2026-11-29: the sweep
+-- said neither --max-batched-tokens beside --chunked-prefill nor --experts on a dense model).
+function M.test_options_without_effect_are_said_once()
+  local r = W.run(opts { gpu = { "fast", "slow" }, rate = { 3 }, chunked_prefill = 64, max_batched_tokens = 4096,
+    experts = "loop" }, phase, nil, gpu)
+  local n, m = 0, 0
+  for _, w in ipairs(r.warnings or {}) do
+    if w:find("max_batched_tokens (--max-batched-tokens 4096) has no effect with --chunked-prefill", 1, true) then
+      n = n + 1
+    end
+    if w:find("experts (--experts) has no effect", 1, true) then m = m + 1 end
+  end
+  eq(n, 1, "--max-batched-tokens said once")
+  eq(m, 1, "--experts said once")
+end
+
 -- The rows' GPU label (neusight.compare gpu_labels, predict's comparisons' rule too): the name, or "NAME (as given)"
 -- for different files that share a name.
 function M.test_gpu_labels()
