@@ -916,6 +916,19 @@ int app_main(int argc, char** argv) {
     report_page_check(common.output, report_page_of(given().second->bit, t));
     flags_check(given().first, given().second->bit, t);  // the relations between its flags' values
   } catch (const CLI::ParseError& e) {
+    // a flag given twice: CLI11 says "--gpu: At Most 1 required but received 2"; say what happened and what to do
+    // (the values go in one flag; a list, where the flag takes one, is one comma-separated value)
+    if (const std::string what = e.what(); dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
+      const auto colon = what.find(": At Most 1 required but received ");
+      if (colon != std::string::npos && what.rfind("--", 0) == 0) {
+        const std::string flag = what.substr(0, colon), times = what.substr(colon + 34);
+        std::fprintf(stderr,
+                     "neusight: command line: %s given %s times: give it once (where it takes a list, as one "
+                     "comma-separated value: %s A,B)\n",
+                     flag.c_str(), times.c_str(), flag.c_str());
+        return 2;
+      }
+    }
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }

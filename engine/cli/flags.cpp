@@ -543,6 +543,8 @@ std::vector<flag_spec> table_make() {
        "Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, BF16, torch.float16, "
        "fp8_e4m3, …)")
       .on(forecast, to(&forecast_flags::dtype)).workload().list().check(nonempty_list())
+      .note("; default fp32 (a workload's own dtype under run): the model as PyTorch loads it without torch_dtype "
+            "(a config.json's torch_dtype is not read), prefill and decode included; serve's default is bf16")
       .on(search, to(&search_flags::dtype))
       .on(serve, to(&serve_flags::dtype)).note("; default bf16. fp8 is W8A8 as vLLM runs an FP8 checkpoint: fp8 "
                                                  "linear GEMMs over bf16 activations (embeddings, norms, attention and LM "
@@ -755,7 +757,9 @@ std::vector<flag_spec> table_make() {
       .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer());
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
       .on(serve, to(&serve_flags::max_batch)).check(positive_integer());
-  flag("--max-batched-tokens", "Most prompt tokens in one prefill step without chunking (default 8192)")
+  flag("--max-batched-tokens",
+       "Most prompt tokens in one prefill step without chunking (default 8192; beside --chunked-prefill, whose TOKENS "
+       "are a chunked step's budget, it has no effect and a warning says so)")
       .on(serve, to(&serve_flags::max_batched_tokens)).check(positive_integer());
   flag("--block-size", "KV-cache block size in tokens (default 16)")
       .on(serve, to(&serve_flags::block_size)).check(positive_integer());

@@ -233,7 +233,9 @@ int l_serve_phase(lua_State* L) {
       set_string(L, "kind", std::string(kernel_kind_name(ki.k.kind)));
       set_string(L, "kernel_op", ki.k.op);
       set_string(L, "dtype", ki.k.dtype);
-      if (ki.k.kind == kernel_kind::gemm) {  // a GEMM's shape (b, m, n, k as neusight.kernels has them)
+      // a GEMM's shape (b, m, n, k as neusight.kernels has them), a BMM's too: a mixture of experts' grouped expert
+      // GEMMs, which serve.lua's fp8 comparison prices in bf16 as well
+      if (ki.k.kind == kernel_kind::gemm || ki.k.kind == kernel_kind::bmm) {
         lua_pushinteger(L, lua_Integer(ki.k.b)), lua_setfield(L, -2, "b");
         lua_pushinteger(L, lua_Integer(ki.k.m)), lua_setfield(L, -2, "m");
         lua_pushinteger(L, lua_Integer(ki.k.n)), lua_setfield(L, -2, "n");

@@ -76,7 +76,7 @@ end
 local function fp8_slower(run, kernels, seconds)
   local gemms = {}
   for i, k in ipairs(kernels) do
-    if k.kind == "gemm" and k.dtype == "fp8" and k.phase ~= "backward" then
+    if (k.kind == "gemm" or k.kind == "bmm") and k.dtype == "fp8" and k.phase ~= "backward" then
       gemms[#gemms + 1] = { node = k.node, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
                             weight_bytes = k.weight_bytes, seconds = seconds[i], launches = k.count }
     end

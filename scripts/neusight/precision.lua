@@ -250,7 +250,10 @@ end
 
 --- The fp8 (W8A8) GEMMs of a forecast that are forecast slower than the same GEMM in bf16, said once (tester7 P3), or
 --- nil. `gemms`: its kernels as { node, kind, dtype, b, m, n, k, weight_bytes, seconds (per launch), launches }; the
---- forward fp8 Linears among them (weight-only ones aside) are priced as K.linear of their shape in bf16 by
+--- forward fp8 Linears and BMMs among them (weight-only ones aside; the BMMs are a mixture of experts' grouped expert
+--- GEMMs, left out before 2026-11-29, so "all fp8 GEMMs" of Qwen3-30B-A3B's decode on an H100 said 1.5 ms in fp8
+--- against 0.9 in bf16 while the expert GEMMs alone were 21.4 against 11.1) are priced as K.linear / K.bmm of their
+--- shape in bf16 by
 --- `price(twins)` → seconds per twin (ns.predict with the forecast's GPU and predictor), each distinct shape once.
 --- gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel rows, which are slower than bf16
 --- F.linear at most shapes (B200 73.7 %, GB200 73.6 %, B300 72.9 %, GB300 74.7 %, L40S 50.7 %, RTX PRO 6000 46.0 %
@@ -261,14 +264,16 @@ end
 function M.fp8_gemm_warning(gemms, price, mode)
   local twins, shapes, by_key = {}, {}, {}
   for _, g in ipairs(gemms) do
-    if g.kind == "gemm" and g.dtype == "fp8" and not g.weight_bytes and (g.b or 1) == 1 and g.m and g.n and g.k then
-      local key = g.m .. "x" .. g.n .. "x" .. g.k
+    local bmm = g.kind == "bmm" -- a mixture of experts' grouped expert GEMMs (b experts' rows at once)
+    if (bmm or g.kind == "gemm" and (g.b or 1) == 1) and g.dtype == "fp8" and not g.weight_bytes and g.m and g.n
+      and g.k and (not bmm or g.b) then
+      local key = (bmm and g.b .. "x" or "") .. g.m .. "x" .. g.n .. "x" .. g.k
       local s = by_key[key]
       if not s then
-        s = { node = g.node, m = g.m, n = g.n, k = g.k, fp8 = g.seconds, launches = 0 }
+        s = { node = g.node, b = bmm and g.b or nil, m = g.m, n = g.n, k = g.k, fp8 = g.seconds, launches = 0 }
         by_key[key] = s
         shapes[#shapes + 1] = s
-        twins[#twins + 1] = K.linear(g.m, g.n, g.k, "bf16")
+        twins[#twins + 1] = bmm and K.bmm(g.b, g.m, g.n, g.k, "bf16") or K.linear(g.m, g.n, g.k, "bf16")
       end
       s.launches = s.launches + (g.launches or 1)
     end
@@ -286,11 +291,12 @@ function M.fp8_gemm_warning(gemms, price, mode)
   end
   if slower == 0 then return nil end
   return fmt("dtype fp8 (W8A8): %d of the %d fp8 GEMM shapes of this forecast are forecast slower than the same GEMM "
-    .. "in bf16 (most of all %s, m %d x n %d x k %d: %.1f us in fp8, %.1f us in bf16; all fp8 GEMMs %.3f ms, %.3f ms "
+    .. "in bf16 (most of all %s, %sm %d x n %d x k %d: %.1f us in fp8, %.1f us in bf16; all fp8 GEMMs %.3f ms, %.3f ms "
     .. "in bf16). gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel timings (per-tensor "
     .. "W8A8 with dynamic activation quantisation), which are slower than bf16 F.linear at about 74 %% of the shapes "
     .. "measured on B200, GB200, B300 and GB300 and half on L40S and RTX PRO 6000: this forecast is of that kernel, "
-    .. "not of a faster fp8 GEMM. %s", slower, #shapes, tostring(worst.node), worst.m, worst.n, worst.k, worst.fp8 * 1e6,
+    .. "not of a faster fp8 GEMM. %s", slower, #shapes, tostring(worst.node),
+    worst.b and fmt("b %d x ", worst.b) or "", worst.m, worst.n, worst.k, worst.fp8 * 1e6,
     worst.bf16 * 1e6, fp8_s * 1e3, bf16_s * 1e3,
     mode == "train" and "In training it is not of Transformer Engine's fp8 GEMMs either: compare with --dtype bf16, "
       .. "whose GEMMs the predictors were trained on"

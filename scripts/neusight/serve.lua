@@ -182,7 +182,7 @@ local function fp8_warning(o, p)
   if not price then return nil end
   local gemms = {}
   for _, k in ipairs(p.kernels) do
-    if k.kind == "gemm" and k.dtype == "fp8" and k.count and k.count > 0 then
+    if (k.kind == "gemm" or k.kind == "bmm") and k.dtype == "fp8" and k.count and k.count > 0 then
       gemms[#gemms + 1] = { node = k.name, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
                             weight_bytes = k.weight_bytes, seconds = k.ms / k.count / 1e3, launches = k.count }
     end
@@ -349,6 +349,8 @@ local function options(raw)
     end
   end
   o.experts_given = raw.experts ~= nil  -- a dense model warns of a given --experts, not of the default
+  -- under chunked prefill a step's token budget is the chunk's: a given --max-batched-tokens is said to do nothing
+  o.max_batched_tokens_given = raw.max_batched_tokens ~= nil
   for k, v in pairs(M.DEFAULTS) do
     if o[k] == nil then o[k] = v end
   end
@@ -448,6 +450,9 @@ local LAYOUT_WARNINGS = setmetatable({}, { __mode = "k" })
 local MEMORY_NOTE = setmetatable({}, { __mode = "k" })
 -- Each report's warning of fp8 GEMMs forecast slower than in bf16 (also among its warnings), for neusight.sweep likewise.
 local FP8_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warnings of options given that do nothing (--experts on a dense model, --max-batched-tokens beside
+-- --chunked-prefill; also among its warnings), for neusight.sweep, which says them once.
+local NO_EFFECT = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -493,9 +498,17 @@ local function common_report(o, first, count)
   local memory_note = not first.gpu.mem_reported_gib
     and memory.reported_note(first.gpu.source, o.gpu_memory_utilization, first.gpu.mem_gb) or nil
   warnings[#warnings + 1] = memory_note
+  local no_effect = {}
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
-    warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
+    no_effect[#no_effect + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it",
+      o.model)
   end
+  if o.max_batched_tokens_given and o.chunked_prefill then  -- (it was dropped without a word)
+    no_effect[#no_effect + 1] = fmt("max_batched_tokens (--max-batched-tokens %d) has no effect with --chunked-prefill: "
+      .. "a chunked step's token budget is --chunked-prefill's %d tokens (what vLLM's max_num_batched_tokens is under "
+      .. "chunked prefill); drop it, or give its value to --chunked-prefill", o.max_batched_tokens, o.chunked_prefill)
+  end
+  for _, w in ipairs(no_effect) do warnings[#warnings + 1] = w end
   -- with a calibration: whether it corrects decode steps too (false: its [decode_factors] are empty, no decode step
   -- was measured; nil without one)
   local decode_calibrated, prefill_calibrated
@@ -526,6 +539,7 @@ local function common_report(o, first, count)
   }
   MODEL_WARNING[report] = model_warning
   MEMORY_NOTE[report] = memory_note
+  NO_EFFECT[report] = no_effect
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
   CONFIG_WARNINGS[report] = config_warnings
@@ -535,6 +549,10 @@ end
 
 -- Each report's warning of a phase forecast below its roofline floor (also among its warnings), for neusight.sweep.
 local FLOOR_WARNING = setmetatable({}, { __mode = "k" })
+
+--- The warnings of a report of M.run of options given that do nothing (--experts on a dense model,
+--- --max-batched-tokens beside --chunked-prefill; among its warnings too), for neusight.sweep, which says them once.
+function M.no_effect_warnings(report) return NO_EFFECT[report] or {} end
 
 --- The warnings of a report of M.run's model config file (neusight.workload model_warnings; among its warnings too),
 --- for neusight.sweep, which says them once per sweep.

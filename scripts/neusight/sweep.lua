@@ -323,6 +323,7 @@ function M.run(raw, phase, progress, gpu)
       mode = "decode", dtype = first.dtype, kv_dtype = first.kv_dtype, weight_dtype = first.weight_dtype } or nil,
     launch = first and first.launch or o1.launch,
     kernels = first and first.kernels or o1.kernels or S.DEFAULTS.kernels, -- every combination's (serve's --kernels)
+    experts = first and first.experts or nil, -- mixtures of experts: every combination's (serve's --experts)
     input_len = tostring(o1.input_len),   -- as serve's: "1024", or a range "128..2048"
     output_len = tostring(o1.output_len),
     -- as serve's, numbers: the lengths' means (the fixed length itself when not a range)
@@ -359,6 +360,12 @@ function M.run(raw, phase, progress, gpu)
   for i, w in ipairs(first and S.config_warnings and S.config_warnings(first) or {}) do
     report.warnings = report.warnings or {}
     table.insert(report.warnings, i, w)
+  end
+  -- options given that do nothing (serve.lua no_effect_warnings: --experts on a dense model, --max-batched-tokens beside
+  -- --chunked-prefill): the same options for every combination, said once (they were not said at all)
+  for _, w in ipairs(first and S.no_effect_warnings and S.no_effect_warnings(first) or {}) do
+    report.warnings = report.warnings or {}
+    report.warnings[#report.warnings + 1] = w
   end
   local position_warning = first and S.position_warning and S.position_warning(first) or nil
   if position_warning then
@@ -404,6 +411,7 @@ local function columns(mode)
     { key = "tp", header = "tp", cell = num("%d") },
     { key = "gpus", header = "GPUs", cell = num("%d") },
     { key = "kernels" }, -- JSON / CSV (a compare row's setting); the table's header line says it once
+    { key = "experts" }, -- JSON / CSV, mixtures of experts only (as `kernels`; the header line says it once)
   }
   if mode == "rate" then
     cols[#cols + 1] = { key = "rate", header = "rate/s", cell = num("%g") }
@@ -430,6 +438,7 @@ local function columns(mode)
     { key = "misses" },
     { key = "error" },
     { key = "warning" },
+    { key = "calibration" }, -- the GPU's calibration file the row's forecasts applied (empty: none)
   }
   if mode == "rate" then  -- the capacity replay's rate and whether the row's rate is near or beyond it ("near",
     -- "beyond": serve.lua overload_warning's second result; the row's `warning` says it in full)
@@ -482,10 +491,10 @@ end
 function M.format_table(report)
   local out = {}
   local mode = report.mode
-  out[#out + 1] = fmt("serve sweep   %s, %s%s%s, launch %s, kernels %s, predictor %s, input %s tokens, output %s "
+  out[#out + 1] = fmt("serve sweep   %s, %s%s%s, launch %s, kernels %s, predictor %s%s, input %s tokens, output %s "
     .. "tokens", report.model, report.dtype or "-", report.kv_dtype and ", KV cache " .. report.kv_dtype or "",
     report.weight_dtype and ", weights " .. report.weight_dtype or "", report.launch or "-", report.kernels or "-",
-    report.predictor, report.input_len, report.output_len)
+    report.predictor, report.experts and ", experts " .. report.experts or "", report.input_len, report.output_len)
   if mode == "rate" then
     out[#out + 1] = fmt("continuous batching: %d requests per combination, %s (seed %d)%s; latencies in ms",
       report.requests,

@@ -152,3 +152,14 @@ TEST_CASE("an op the search path leaves out of the bundled ops/ says so and neve
   const auto typo = run_cli(base + "--mode train --optimizer adan", env.substr(0, env.size() - 1) + ";;'");
   CHECK(typo.err.find("(did you mean 'adam'?)") != std::string::npos);
 }
+
+// A flag given twice is said as such, with what to do (audit 2026-11-29: CLI11's "--gpu: At Most 1 required but
+// received 2", when `serve --gpu h100 --gpu l4` meant a comparison, which is one comma-separated value under --sweep).
+TEST_CASE("a flag given twice is said in words with exit 2", "[cli][flags]") {
+  usage_says("serve --model llama3_8b --gpu h100 --gpu l4 --input-len 10 --output-len 2 --batch 1",
+             "command line: --gpu given 2 times: give it once (where it takes a list, as one comma-separated value: "
+             "--gpu A,B)");
+  usage_says("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --batch 2 --batch 4 --context 5",
+             "command line: --batch given 3 times: give it once (where it takes a list, as one comma-separated value: "
+             "--batch A,B)");
+}

@@ -750,3 +750,15 @@ TEST_CASE("serve: one model only and its own messages without an internal contex
                    "one token comes from the prefill)\n");
   CHECK_FALSE(std::filesystem::exists(t.path / "calx.calibration.toml"));
 }
+
+// predict's --help says its --dtype default, which is not serve's: a serving phase forecast without --dtype is fp32
+// (the model as PyTorch loads it; a config.json's torch_dtype is not read), serve's bf16. The help said no default
+// (audit 2026-11-29: `predict --mode decode` of Llama-3-8B on an H100 without --dtype read 25.65 ms, fp32 weights,
+// against 6.79 ms in bf16).
+TEST_CASE("predict --help says the fp32 --dtype default that a serving phase without --dtype gets", "[cli][serve]") {
+  const std::string help = run_cli("predict --help").out;
+  CHECK(help.find("default fp32") != std::string::npos);
+  CHECK(help.find("serve's default is bf16") != std::string::npos);
+  CHECK(run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --context 64")["dtype"] == "fp32");
+  CHECK(run_json("serve --model llama3_8b --gpu h100 --batch 1 --input-len 64 --output-len 2")["dtype"] == "bf16");
+}

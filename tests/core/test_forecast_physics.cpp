@@ -798,3 +798,35 @@ TEST_CASE("min_seconds binds on a 1x1x1 bf16 GEMM, and leaves a large GEMM uncha
     CHECK(family_seconds(f, *with, large, gpu) == family_seconds(f, *without, large, gpu));
   }
 }
+
+// No kernel the neusight predictor prices is faster than its roofline floor, max(FLOPs / peak, bytes / bandwidth)
+// (roofline_floor_seconds; figures.lua's floor warnings count on it). The tile model's base reads the bandwidth in
+// GiB/s (its training convention), 7.4 % above the GPU's, and the MLP's utilisation saturates on the largest streams:
+// Llama-3-8B's bf16 decode attention on an H100 (batch 64, 32 / 8 heads, head dim 128, 32768 cached tokens) read its
+// 8.59 GB at 3433 GB/s of the 3350 (2.4 % under the floor; 3.6 % at batch 16 x 131000), and the H200's batch-1 LM head
+// (1 x 4096 x 128256) 1.5 % under it.
+TEST_CASE("no neusight kernel forecast is faster than its roofline floor (large decode attention and GEMV streams)",
+          "[neusight][physics]") {
+  forecaster f;
+  for (const char* name : {"H100", "H200", "B200", "A100-SXM4-80GB", "L40S"}) {
+    const gpu_spec gpu = gpu_named(name);
+    const std::vector<std::pair<std::string, kernel>> ks = {
+        {"decode attention, batch 64 x 32768 tokens", decode_kernel(f, 64, 32, 8, 32768, 128, gpu)},
+        {"decode attention, batch 16 x 131000 tokens", decode_kernel(f, 16, 32, 8, 131000, 128, gpu)},
+        {"decode attention, batch 256 x 1024 tokens", decode_kernel(f, 256, 32, 8, 1024, 128, gpu)},
+        {"bf16 LM head GEMV 1 x 4096 x 128256", gemm_kernel(1, 4096, 128256, "bf16")},
+        {"bf16 GEMV 8 x 4096 x 28672", gemm_kernel(8, 4096, 28672, "bf16")},
+        {"bf16 GEMM 8192 x 8192 x 8192", gemm_kernel(8192, 8192, 8192, "bf16")}};
+    const auto t = f.seconds([&] {
+      std::vector<kernel> v;
+      for (const auto& [what, k] : ks) v.push_back(k);
+      return v;
+    }(), gpu);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const double floor = roofline_floor_seconds(ks[i].second, gpu);
+      INFO(name << " " << ks[i].first << ": " << t[i] * 1e6 << " us, roofline floor " << floor * 1e6 << " us ("
+                << ks[i].second.bytes / t[i] / 1e9 << " GB/s of " << gpu.mem_bw_gbps << ")");
+      CHECK(t[i] >= floor);
+    }
+  }
+}

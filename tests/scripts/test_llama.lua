@@ -576,8 +576,15 @@ end
 function T.test_errors()
   raises("llama model 'tiny': num_attention_heads (4) must be divisible by num_key_value_heads (3)",
     llama.build, with(TINY, { num_key_value_heads = 3 }), { batch = 1, seq = 8 })
-  raises("llama model 'tiny': num_attention_heads = 4 is not divisible by tp = 3: give a tp that divides 4 (1, 2, 4)",
-    llama.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
+  raises("llama model 'tiny': num_attention_heads = 4 is not divisible by tp = 3: give a tp that divides 4 and "
+    .. "intermediate_size = 96 (1, 2, 4)", llama.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
+  -- the degrees listed divide every size the builder splits: Llama-3-70B's shape (64 heads, intermediate 28672 =
+  -- 2^12 x 7) at tp 3 was told "give a tp that divides 28672 (1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64)", and tp 7 then
+  -- failed on the heads
+  raises("llama model 'tiny': intermediate_size = 112 is not divisible by tp = 3: give a tp that divides 112 and "
+    .. "num_attention_heads = 8 (1, 2, 4, 8)", llama.build,
+    with(TINY, { num_attention_heads = 8, hidden_size = 64, intermediate_size = 112 }),
+    { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
   raises("llama model 'tiny': num_key_value_heads = 6 and tp = 4: tp must divide num_key_value_heads or be a multiple of it",
     llama.build, with(TINY, { num_attention_heads = 12, num_key_value_heads = 6, hidden_size = 192 }),
     { batch = 4, seq = 8, tp = 4, parallel = tp_plan(4, 4) })

@@ -225,6 +225,27 @@ function M.test_max_running_counts_the_steps_batch_before_it_finishes()
   eq(S.run(o, phase).max_running, 10, "two tokens: the decode step that finishes all ten")
 end
 
+-- --max-batched-tokens given beside --chunked-prefill does nothing (a chunked step's budget is the chunk's, vLLM's
+-- max_num_batched_tokens under chunked prefill) and says so; it was dropped without a word (audit 2026-11-29). Not
+-- given, or without chunking (where it bounds a prefill step), nothing is said.
+function M.test_max_batched_tokens_beside_chunked_prefill_is_said()
+  local says = "max_batched_tokens (--max-batched-tokens 4096) has no effect with --chunked-prefill"
+  local function said(o)
+    for _, w in ipairs(S.run(o, phase).warnings) do
+      if w:find(says, 1, true) then return w end
+    end
+    return nil
+  end
+  local o = { model = "m", gpu = "g", requests_file = "ten.csv", requests_text = at_once(2), chunked_prefill = 2048,
+              max_batched_tokens = 4096 }
+  local w = said(o)
+  assert(w and w:find("--chunked-prefill's 2048 tokens", 1, true), w)
+  o.max_batched_tokens = nil
+  eq(said(o), nil, "not given: nothing said")
+  o.max_batched_tokens, o.chunked_prefill = 4096, nil
+  eq(said(o), nil, "without chunking it bounds the prefill step: nothing said")
+end
+
 -- The LM head runs on one row per request of a step (vLLM V1: the last position of every scheduled request, a partial
 -- prefill's included; V0: each prompt's last), not on one row per step: prompt steps of several requests and mixed
 -- steps priced it on one (up to 0.17 ms a step too fast). A synthetic model with an lm_head kernel of

@@ -266,6 +266,46 @@ function M.test_csv_is_the_rows()
   end
 end
 
+-- A mixture of experts' sweep: every JSON row field is a CSV column (the rows' `experts` and `calibration` were JSON
+-- only: the audit of 2026-11-29 found `experts` missing from the CSV, which the README says carries the JSON's row
+-- fields), and the table's header line says how the experts ran, as a single serve's does.
+function M.test_moe_rows_csv_carries_every_row_field()
+  local function moe_phase(f)
+    local p = phase(f)
+    p.active_params = 1e9 -- a mixture of experts (serve.lua reports `experts` for one)
+    return p
+  end
+  for _, mode in ipairs { { batch = { 1, 4 } }, { rate = { 3 } } } do
+    local r = W.run(opts { gpu = { "fast" }, batch = mode.batch, rate = mode.rate }, moe_phase, nil, gpu)
+    r.rows[1].calibration = "gpus/fast.calibration.toml" -- as a calibrated GPU's row carries it
+    local head = {}
+    for k in (W.format_csv(r):match("^[^\n]+")):gmatch("[^,]+") do head[k] = true end
+    for i, row in ipairs(r.rows) do
+      eq(row.experts, "grouped", "row " .. i .. " experts")
+      for key in pairs(row) do
+        if not head[key] then error(("row %d field %q is not a CSV column"):format(i, key)) end
+      end
+    end
+    has(W.format_table(r), ", experts grouped,", "the table's header line")
+  end
+end
+
+-- Options given that do nothing are said once by the sweep, as a single serve says them (audit 2026-11-29: the sweep
+-- said neither --max-batched-tokens beside --chunked-prefill nor --experts on a dense model).
+function M.test_options_without_effect_are_said_once()
+  local r = W.run(opts { gpu = { "fast", "slow" }, rate = { 3 }, chunked_prefill = 64, max_batched_tokens = 4096,
+    experts = "loop" }, phase, nil, gpu)
+  local n, m = 0, 0
+  for _, w in ipairs(r.warnings or {}) do
+    if w:find("max_batched_tokens (--max-batched-tokens 4096) has no effect with --chunked-prefill", 1, true) then
+      n = n + 1
+    end
+    if w:find("experts (--experts) has no effect", 1, true) then m = m + 1 end
+  end
+  eq(n, 1, "--max-batched-tokens said once")
+  eq(m, 1, "--experts said once")
+end
+
 -- The rows' GPU label (neusight.compare gpu_labels, predict's comparisons' rule too): the name, or "NAME (as given)"
 -- for different files that share a name.
 function M.test_gpu_labels()

@@ -362,9 +362,11 @@ function M.graph(r, opts, moe)
   local tp = shard and shard.tp or 1
   local nh, kvh, V = r.nh, r.kvh, r.V
   -- this rank's intermediate_size: now for Llama, at the first dense layer for MoE models (whose experts have their own)
-  local I = moe == nil and (shard and shard.split(r.I, "intermediate_size") or r.I) or nil
+  -- (each names the other: the degrees its error lists divide both)
+  local I = moe == nil and (shard and shard.split(r.I, "intermediate_size",
+    { { n = r.nh, what = "num_attention_heads" } }) or r.I) or nil
   if shard then
-    nh = shard.split(nh, "num_attention_heads")
+    nh = shard.split(nh, "num_attention_heads", moe == nil and { { n = r.I, what = "intermediate_size" } } or nil)
     if kvh % tp == 0 then
       kvh = kvh // tp
     elseif tp % kvh == 0 then

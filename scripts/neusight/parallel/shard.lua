@@ -94,7 +94,8 @@ function M.rule(op, doc)
 end
 
 --- The tensor-parallel side of a model builder (Megatron-LM sharding): `shard.tp` ranks,
---- `shard.split(n, what)` (n / tp, an error naming `what` unless it divides; n when tp = 1),
+--- `shard.split(n, what, also)` (n / tp, an error naming `what` unless it divides; n when tp = 1; `also`: the other
+--- sizes the builder splits over the same ranks, M.split's),
 --- `shard.vocab(V)` (vocabulary rows per rank, padded up as Megatron does) and
 --- `shard.comm(nodes, place, op, name, shape, direction, note)`, which appends a tp-group collective
 --- node to `nodes` at `place` = { layer, count, dtype } (nothing when tp = 1).
@@ -104,7 +105,7 @@ function M.tensor_shard(opts, who)
   local tp, plan = opts.tp or 1, opts.parallel
   if tp > 1 and not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
   local shard = { tp = tp, plan = plan }
-  function shard.split(n, what) return tp > 1 and M.split(n, tp, what, who) or n end
+  function shard.split(n, what, also) return tp > 1 and M.split(n, tp, what, who, nil, also) or n end
   function shard.vocab(V) return -((-V) // tp) end
   function shard.comm(nodes, place, op, name, shape, direction, note)
     if tp == 1 then return end
@@ -270,16 +271,23 @@ end
 --- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
 --- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep"). The error is the
 --- setting's, not the model's (neusight.infeasible: a sweep makes a row of it), and says which degrees do divide
---- (up to 64: "give a tp that divides 25 (1, 5, 25)").
-function M.split(n, k, what, who, degree)
+--- (up to 64: "give a tp that divides 25 (1, 5, 25)"). `also` (optional): the other sizes the builder splits over the
+--- same ranks, { { n = 64, what = "num_attention_heads" }, … }: the degrees listed divide them too, and the message
+--- names them. Before, Llama-3-70B at tp 3 was told "give a tp that divides 28672 (1, 2, 4, 7, 8, 14, …)", and tp 7
+--- then failed on its 64 heads.
+function M.split(n, k, what, who, degree, also)
   if n % k ~= 0 then
-    local fits = {}
+    local fits, names = {}, {}
+    for _, a in ipairs(also or {}) do names[#names + 1] = ("%s = %d"):format(a.what, a.n) end
     for d = 1, math.min(n, 64) do
-      if n % d == 0 then fits[#fits + 1] = tostring(d) end
+      local all = n % d == 0
+      for _, a in ipairs(also or {}) do all = all and a.n % d == 0 end
+      if all then fits[#fits + 1] = tostring(d) end
     end
     degree = degree or "tp"
-    require("neusight").infeasible(("%s: %s = %d is not divisible by %s = %d: give %s %s that divides %d (%s)")
-      :format(who, what, n, degree, k, degree:match("^[aeiou]") and "an" or "a", degree, n, table.concat(fits, ", ")))
+    require("neusight").infeasible(("%s: %s = %d is not divisible by %s = %d: give %s %s that divides %d%s (%s)")
+      :format(who, what, n, degree, k, degree:match("^[aeiou]") and "an" or "a", degree, n,
+        #names > 0 and " and " .. table.concat(names, ", ") or "", table.concat(fits, ", ")))
   end
   return n // k
 end
