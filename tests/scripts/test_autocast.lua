@@ -474,4 +474,26 @@ function T.test_input_dtypes_are_read_strictly()
   raises(head .. "(a number): must be a string of comma-separated dtypes, one per input", rules.io_bytes, node(2))
 end
 
+-- The builders' one autocast set-up (neusight.nodes autocast_setup): g.autocast for opts.autocast, never under
+-- Megatron-LM's kernels; the residual stream's dtype; add_as on g.
+function T.test_autocast_setup()
+  local N = require "neusight.nodes"
+  local function setup(opts)
+    local g = N.new("bf16")
+    local stream, add_as = N.autocast_setup(g, opts)
+    add_as("fp32", "add", "x.add", { { 4, 8 }, { 4, 8 } }, { 4, 8 }, 0)
+    return g.autocast, stream, g.nodes[#g.nodes]
+  end
+  local on, stream, node = setup { autocast = true }
+  eq(on, true, "amp")
+  eq(stream, "fp32", "the fp32 stream under autocast")
+  eq(node.name .. " " .. node.dtype, "x.add fp32", "add_as: the node in the given dtype")
+  on, stream = setup { autocast = true, megatron = true }
+  eq(on, false, "Megatron-LM's kernels: no autocast")
+  eq(stream, "bf16", "the graph's dtype")
+  on, stream = setup {}
+  eq(on, false, "pure")
+  eq(stream, "bf16", "pure: the graph's dtype")
+end
+
 return T
