@@ -60,12 +60,16 @@ local T = {}
 
 function T.test_zero_field_validation()
   eq(P.normalize({}).zero, 0, "default: no sharding (DDP)")
-  eq(P.normalize({}).distributed_optimizer, false, "default: no distributed optimizer")
-  -- distributed_optimizer = true is zero = 1: one fact, two names
+  eq(Z.optimizer_sharded(P.normalize({})), false, "default: no distributed optimizer")
+  -- distributed_optimizer = true is zero = 1: one fact, two names in the input, one field in the plan (zero), the
+  -- other derived from it (neusight.parallel.zero optimizer_sharded)
   local d = P.normalize { dp = 2, distributed_optimizer = true }
   eq(d.zero, 1, "distributed_optimizer = true is zero 1")
-  for z = 1, 3 do eq(P.normalize({ dp = 2, zero = z }).distributed_optimizer, true, "zero " .. z .. " shards the optimizer") end
-  eq(P.normalize({ dp = 2, zero = 0 }).distributed_optimizer, false, "zero 0: not")
+  eq(d.distributed_optimizer, nil, "not kept beside zero")
+  eq(Z.optimizer_sharded(d), true, "derived: sharded")
+  for z = 1, 3 do eq(Z.optimizer_sharded(P.normalize({ dp = 2, zero = z })), true, "zero " .. z .. " shards the optimizer") end
+  eq(Z.optimizer_sharded(P.normalize({ dp = 2, zero = 0 })), false, "zero 0: not")
+  eq(Z.optimizer_sharded(P.normalize({ dp = 2, distributed_optimizer = false })), false, "distributed_optimizer = false")
   -- a normalized table normalized again (neusight.workload build does) keeps them
   local again = P.normalize(P.normalize { dp = 2, zero = 3 })
   eq(again.zero, 3, "normalized twice")

@@ -101,7 +101,7 @@ end
 ---@param plan table neusight.parallel.plan()
 ---@param group? "dp"|"edp"
 function M.optimizer_shards(plan, group)
-  if not (plan.distributed_optimizer and plan.training and plan.dp > 1) then return 1 end
+  if not (zero.optimizer_sharded(plan) and plan.training and plan.dp > 1) then return 1 end
   return plan.groups[group or "dp"].size
 end
 
@@ -188,7 +188,7 @@ function M.report(plan, devices, mem, params_total, lean)
     mem.gpu_reported_gib, sizing)
   -- whether the layout fits under ZeRO stage z (1: the distributed optimizer)
   local function fits_at(z)
-    local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
+    local sharded = setmetatable({ zero = z }, { __index = plan })
     return memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
       mem.gpu_reported_gib).fits
   end
@@ -196,7 +196,7 @@ function M.report(plan, devices, mem, params_total, lean)
   -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
   -- no one reads.
-  if not out.fits and not plan.distributed_optimizer and plan.training and plan.dp > 1 then
+  if not out.fits and not zero.optimizer_sharded(plan) and plan.training and plan.dp > 1 then
     out.distributed_optimizer_fits = fits_at(1)
   end
   -- the least higher ZeRO stage (neusight.parallel.zero) under which the layout would fit, where it does not fit and

@@ -106,7 +106,7 @@ function M.json(plan, result, lean)
     microbatches = int(plan.microbatches, "microbatches"), schedule = plan.schedule,
     virtual_stages = int(plan.virtual_stages, "virtual_stages"), kernels = plan.kernels, recompute = plan.recompute,
     sequence_parallel = plan.sequence_parallel and true or false,
-    distributed_optimizer = plan.distributed_optimizer and true or false,
+    distributed_optimizer = Z.optimizer_sharded(plan),
     zero = int(Z.stage(plan), "zero"),
     world = int(plan.world, "world"), micro_batch = int(plan.micro_batch, "micro_batch"),
     bucket_mb = num(plan.bucket_mb, "bucket_mb"), overlap_grad_reduce = plan.overlap_grad_reduce and true or false,

@@ -197,7 +197,7 @@ local fill_buckets = M.fill_buckets
 -- Each value is computed as the timeline computed it before (the same terms in the same order), so reusing it gives
 -- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
 local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
-  "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer", "zero" }
+  "saves_known", "dp", "ep", "bucket_mb", "groups", "zero" }
 local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "bw_wgrad", "opt", "fw_floor", "bw_floor", "opt_floor" }
 local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
 
@@ -389,7 +389,7 @@ local function prepare(plan, nodes, times, reuse)
   local zero3 = plan.training and plan.dp > 1 and Z.stage(plan) == 3
   if plan.training and plan.dp > 1 and not zero3 then
     local bucket_bytes = plan.bucket_mb * 1e6
-    local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+    local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
     -- per layered segment (by its `per`): its nodes' gradient bytes and groups
     local seg_grads = {}
     for d = 1, P do
@@ -693,7 +693,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
-      local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+      local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
       local b_at, b_n = ready.at, ready.n
       local q_dt = r_dt -- per run: when its buckets may start (q_at), each one's time on the link
       local overlap = plan.overlap_grad_reduce
@@ -751,7 +751,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- over how many GPUs this stage's step is split (neusight.parallel.memory step_shards: 1/dp of its parameters
     -- under the distributed optimizer, an expert's 1/(dp / ep))
     local step_shards = PM.step_shards(plan, dev.params, dev.expert_params)
-    if plan.distributed_optimizer and plan.training and plan.dp > 1 then
+    if Z.optimizer_sharded(plan) and plan.training and plan.dp > 1 then
       -- the step runs on this rank's shard; then every rank all-gathers the updated parameters over the group they
       -- were sharded over (an expert's over edp) — but under ZeRO-3, whose parameters stay sharded (the next forward
       -- gathers them, neusight.parallel.zero)
@@ -777,7 +777,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
     local step_floor = params_total > 0 and opt_floor * dev.params / params_total or 0
-    if plan.distributed_optimizer and plan.training and plan.dp > 1 then step_floor = step_floor / step_shards end
+    if Z.optimizer_sharded(plan) and plan.training and plan.dp > 1 then step_floor = step_floor / step_shards end
     dev.floor = s[6] + step_floor
     floor = max(floor, dev.floor)
     devices[d] = dev
