@@ -242,6 +242,36 @@ function T.test_zero3_exposed_per_unit()
     "the first gather is exposed")
 end
 
+-- ZeRO-3's units (zero.units) are made only where they are used: under zero 3 (its communication and transient
+-- bytes), or where the memory report asks whether a data-parallel layout that does not fit would under zero 3; a
+-- layout at a lower stage that fits makes none.
+function T.test_zero3_units_made_only_where_used()
+  local nodes, times = graph(32, 2e8, 1e9)
+  local units, made = Z.units, 0
+  local function count(z, cap)
+    made = 0
+    local r = P.timeline(with_memory(plan_of({ dp = 8, zero = z }, 8), nodes, cap), nodes, times).memory
+    return made, r
+  end
+  Z.units = function(...)
+    made = made + 1
+    return units(...)
+  end
+  local ok, err = pcall(function()
+    for z = 0, 2 do
+      local n, r = count(z, 1e6)
+      eq(r.fits, true, "zero " .. z .. ": it fits")
+      eq(n, 0, "zero " .. z .. ", a layout that fits: no units made")
+    end
+    local n, r = count(3, 1e6)
+    assert(n > 0 and r.fits, "zero 3: its units")
+    n, r = count(0, 1e-3)
+    assert(n > 0 and not r.fits, "DDP that does not fit: the units, to ask whether zero 3 would")
+  end)
+  Z.units = units
+  if not ok then error(err, 0) end
+end
+
 -- zero_fits (search's no-fit help): the least higher stage under which a layout that does not fit would
 function T.test_zero_fits_names_the_least_stage_that_fits()
   local L, layer, root = 32, 2e8, 1e9

@@ -536,25 +536,30 @@ function M.timeline(plan, nodes, times, lean, reuse)
   end
 
   -- ZeRO-3 (neusight.parallel.zero; pp = 1, one stage: parallel.config refuses it with a pipeline): each microbatch's
-  -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide;
-  -- the bytes of ZeRO-3's unsharded units (its transient) are counted for every data-parallel training stage, so the
-  -- memory report can say what zero 3 would need where it is not asked for.
+  -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide.
   local zero_of = {}
-  if plan.training and plan.dp > 1 and P == 1 then
-    local zero3 = Z.stage(plan) == 3
+  local zero_able = plan.training and plan.dp > 1 and P == 1
+  if zero_able and Z.stage(plan) == 3 then
     for k, st in ipairs(stages) do
       local units = Z.units(st, nodes, times, hidden, rerun)
-      local z = { gathered = Z.transient_bytes(units, ep, eg) }
-      if zero3 then
-        local dp_group = plan.groups.dp
-        local c = Z.exposed(units, ep, eg, function(op, bytes) return comm_time(op, bytes, dp_group) end)
-        z.comm = c
-        -- (st.fw is prepare's, kept across re-timings of one build: its own value is kept aside once)
-        if st.fw_unsharded == nil then st.fw_unsharded = st.fw end
-        st.fw, st.bw = st.fw_unsharded + c.fw_exposed, st.bw + c.bw_exposed
-      end
-      zero_of[k] = z
+      local dp_group = plan.groups.dp
+      local c = Z.exposed(units, ep, eg, function(op, bytes) return comm_time(op, bytes, dp_group) end)
+      zero_of[k] = { gathered = Z.transient_bytes(units, ep, eg), comm = c }
+      -- (st.fw is prepare's, kept across re-timings of one build: its own value is kept aside once)
+      if st.fw_unsharded == nil then st.fw_unsharded = st.fw end
+      st.fw, st.bw = st.fw_unsharded + c.fw_exposed, st.bw + c.bw_exposed
     end
+  end
+  -- The bytes of ZeRO-3's unsharded units (its transient) of device d's stage, for the memory report: under stage 3
+  -- made above; below it made only where the report asks what zero 3 would need (a data-parallel training layout that
+  -- does not fit: neusight.parallel.memory report), then kept. 0 where ZeRO-3 cannot run.
+  local function zero3_gathered(d)
+    local z = zero_of[d]
+    if z then return z.gathered end
+    if not zero_able then return 0 end
+    z = { gathered = Z.transient_bytes(Z.units(stages[d], nodes, times, hidden, rerun), ep, eg) }
+    zero_of[d] = z
+    return z.gathered
   end
   local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
@@ -797,7 +802,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local out = {
     iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
-    memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
+    memory = PM.report(plan, devices, mem, params_total, lean, zero3_gathered), state = mem.state,
   }
   if ops_end then
     -- what M.ops needs to give every op's times: the schedule and, per virtual stage k, its ops' seconds as simulated
