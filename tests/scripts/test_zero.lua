@@ -242,6 +242,18 @@ function T.test_zero3_exposed_per_unit()
     "the first gather is exposed")
 end
 
+-- The one test of what shards in a run (zero.active_stage): the plan's stage in data-parallel training, else 0 —
+-- ZeRO-3 runs where it is 3 (the timeline, the memory report and the report's line ask it), the step is sharded where
+-- it is at least 1.
+function T.test_active_stage_is_the_plans_in_data_parallel_training_only()
+  for z = 0, 3 do
+    eq(Z.active_stage(plan_of({ dp = 2, zero = z }, 8)), z, "dp 2 training: zero " .. z)
+    eq(Z.active_stage(plan_of({ dp = 1, zero = z }, 8)), 0, "dp 1: nothing to shard")
+    eq(Z.active_stage(P.plan(P.normalize { dp = 2, zero = z }, H100, { batch = 8, dtype = "bf16", mode = "inference" })),
+      0, "inference: nothing to shard")
+  end
+end
+
 -- ZeRO-3's units (zero.units) are made only where they are used: under zero 3 (its communication and transient
 -- bytes), or where the memory report asks whether a data-parallel layout that does not fit would under zero 3; a
 -- layout at a lower stage that fits makes none.

@@ -101,7 +101,7 @@ end
 ---@param plan table neusight.parallel.plan()
 ---@param group? "dp"|"edp"
 function M.optimizer_shards(plan, group)
-  if not (zero.optimizer_sharded(plan) and plan.training and plan.dp > 1) then return 1 end
+  if zero.active_stage(plan) < 1 then return 1 end
   return plan.groups[group or "dp"].size
 end
 
@@ -164,7 +164,7 @@ function M.report(plan, devices, mem, params_total, lean, zero3_gathered)
       local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
       -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the largest two neighbouring units' full
       -- parameters and gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
-      local gathered = zero.stage(p) == 3 and p.training and p.dp > 1 and zero3_gathered and zero3_gathered(d) or 0
+      local gathered = zero.active_stage(p) == 3 and zero3_gathered and zero3_gathered(d) or 0
       if gathered > 0 then
         state.gathered = gathered
         state.total = state.total + state.gathered

@@ -187,7 +187,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
           fullest.state_gb) or "")
   end
   local first = result.devices[1]
-  if j.dp > 1 and first and j.zero == 3 and plan.training then
+  if first and Z.active_stage(plan) == 3 then
     add("data-parallel ZeRO-3 parameter all-gathers (before each layer's forward and backward) and gradient "
       .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,

@@ -386,7 +386,7 @@ local function prepare(plan, nodes, times, reuse)
   -- n[e] buckets of bytes[e] over group[e], each dt[e] seconds on the link), the leftover buckets at the end.
   local events, buckets_of = {}, {}
   -- (ZeRO-3 reduce-scatters each unit's gradients inside its backward, neusight.parallel.zero: no buckets after it)
-  local zero3 = plan.training and plan.dp > 1 and Z.stage(plan) == 3
+  local zero3 = Z.active_stage(plan) == 3
   if plan.training and plan.dp > 1 and not zero3 then
     local bucket_bytes = plan.bucket_mb * 1e6
     local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
@@ -539,7 +539,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide.
   local zero_of = {}
   local zero_able = plan.training and plan.dp > 1 and P == 1
-  if zero_able and Z.stage(plan) == 3 then
+  if P == 1 and Z.active_stage(plan) == 3 then
     for k, st in ipairs(stages) do
       local units = Z.units(st, nodes, times, hidden, rerun)
       local dp_group = plan.groups.dp
@@ -756,7 +756,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- over how many GPUs this stage's step is split (neusight.parallel.memory step_shards: 1/dp of its parameters
     -- under the distributed optimizer, an expert's 1/(dp / ep))
     local step_shards = PM.step_shards(plan, dev.params, dev.expert_params)
-    if Z.optimizer_sharded(plan) and plan.training and plan.dp > 1 then
+    if Z.active_stage(plan) >= 1 then
       -- the step runs on this rank's shard; then every rank all-gathers the updated parameters over the group they
       -- were sharded over (an expert's over edp) — but under ZeRO-3, whose parameters stay sharded (the next forward
       -- gathers them, neusight.parallel.zero)
@@ -782,7 +782,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
     local step_floor = params_total > 0 and opt_floor * dev.params / params_total or 0
-    if Z.optimizer_sharded(plan) and plan.training and plan.dp > 1 then step_floor = step_floor / step_shards end
+    if Z.active_stage(plan) >= 1 then step_floor = step_floor / step_shards end
     dev.floor = s[6] + step_floor
     floor = max(floor, dev.floor)
     devices[d] = dev

@@ -40,13 +40,15 @@ function M.stage(plan) return plan.zero or 0 end
 --- neusight.parallel.config; the report's JSON distributed_optimizer says this).
 function M.optimizer_sharded(plan) return M.stage(plan) >= 1 end
 
---- Whether the stage shards anything in this run: training with dp > 1.
-local function active(plan) return plan.training and plan.dp > 1 end
+--- The stage that shards in this run: the plan's in data-parallel training (dp > 1), else 0 (nothing to shard). The one
+--- test of whether ZeRO-3 runs (== 3: its units, their communication and transient bytes; neusight.parallel.timeline,
+--- memory, report) and whether the optimizer step is sharded (>= 1).
+function M.active_stage(plan) return plan.training and plan.dp > 1 and M.stage(plan) or 0 end
 
 --- Over how many GPUs each role of the model state of parameters replicated over a group of `size` ranks is split
 --- under `plan`: { optimizer (master copies and moments), gradients, weights }, each `size` or 1.
 function M.shards(plan, size)
-  local z = active(plan) and M.stage(plan) or 0
+  local z = M.active_stage(plan)
   return { optimizer = z >= 1 and size or 1, gradients = z >= 2 and size or 1, weights = z >= 3 and size or 1 }
 end
 
