@@ -472,6 +472,12 @@ function T.test_input_dtypes_are_read_strictly()
   raises(head .. "'bf16,fp32,fp32': has 3 entries for 2 input(s) (one dtype per input, by position)", rules.io_bytes,
     node("bf16,fp32,fp32"))
   raises(head .. "(a number): must be a string of comma-separated dtypes, one per input", rules.io_bytes, node(2))
+  -- the element-wise rules' check says it (the engine runs it on every node first and names the node's line)
+  local add = load_op("add")
+  eq(add.check(node("bf16,fp32")), nil, "check: a good one")
+  eq(add.check(node("bf16,,fp32", 3)), "attrs.input_dtypes 'bf16,,fp32': entry #2 is empty" .. per_input, "check")
+  eq(add.check(node("bf16")), "attrs.input_dtypes 'bf16': has 1 entries for 2 input(s) (one dtype per input, by "
+    .. "position)", "check: the count")
 end
 
 -- The builders' one autocast set-up (neusight.nodes autocast_setup): g.autocast for opts.autocast, never under
