@@ -254,34 +254,33 @@ function T.test_active_stage_is_the_plans_in_data_parallel_training_only()
   end
 end
 
--- ZeRO-3's units (zero.units) are made only where they are used: under zero 3 (its communication and transient
--- bytes), or where the memory report asks whether a data-parallel layout that does not fit would under zero 3; a
--- layout at a lower stage that fits makes none.
+-- ZeRO-3's units are made only where they are used: the timeline makes them under zero 3, and otherwise only when the
+-- memory report asks for their bytes (zero3_gathered), which it does for a stage-3 plan alone: the run's own, or the
+-- one that asks whether a data-parallel layout that does not fit would under zero 3. A layout at a lower stage that
+-- fits asks nothing.
 function T.test_zero3_units_made_only_where_used()
+  local PM = require "neusight.parallel.memory"
   local nodes, times = graph(32, 2e8, 1e9)
-  local units, made = Z.units, 0
-  local function count(z, cap)
-    made = 0
-    local r = P.timeline(with_memory(plan_of({ dp = 8, zero = z }, 8), nodes, cap), nodes, times).memory
-    return made, r
+  local function asked(z, cap)
+    local plan = with_memory(plan_of({ dp = 8, zero = z }, 8), nodes, cap)
+    local r = P.timeline(plan, nodes, times)
+    local total, n = 0, 0
+    for _, d in ipairs(r.devices) do total = total + d.params end
+    local report = PM.report(plan, r.devices, PM.context(plan, nodes, plan.precision), total, true, function()
+      n = n + 1
+      return 1e9
+    end)
+    return n, report
   end
-  Z.units = function(...)
-    made = made + 1
-    return units(...)
+  for z = 0, 2 do
+    local n, r = asked(z, 1e6)
+    eq(r.fits, true, "zero " .. z .. ": it fits")
+    eq(n, 0, "zero " .. z .. ", a layout that fits: ZeRO-3's units not asked for")
   end
-  local ok, err = pcall(function()
-    for z = 0, 2 do
-      local n, r = count(z, 1e6)
-      eq(r.fits, true, "zero " .. z .. ": it fits")
-      eq(n, 0, "zero " .. z .. ", a layout that fits: no units made")
-    end
-    local n, r = count(3, 1e6)
-    assert(n > 0 and r.fits, "zero 3: its units")
-    n, r = count(0, 1e-3)
-    assert(n > 0 and not r.fits, "DDP that does not fit: the units, to ask whether zero 3 would")
-  end)
-  Z.units = units
-  if not ok then error(err, 0) end
+  local n, r = asked(3, 1e6)
+  assert(n > 0 and r.fits, "zero 3: its units")
+  n, r = asked(0, 1e-3)
+  assert(n > 0 and not r.fits, "DDP that does not fit: the units, to ask whether zero 3 would")
 end
 
 -- zero_fits (search's no-fit help): the least higher stage under which a layout that does not fit would
