@@ -10,6 +10,22 @@ namespace ns {
 
 namespace {
 
+// The GEMM peaks of a GPU file by dtype: a GEMM, BMM or attention kernel of one of these dtypes runs at its own peak
+// (fp32: the CUDA-core SIMT rate, TF32 off); every other kernel at the fp32 vector peak. The one list of the dtypes a
+// kernel is priced in (matrix_dtypes).
+struct matrix_peak {
+  const char* dtype;
+  double gpu_spec::*tflops;
+  const char* key;
+};
+constexpr matrix_peak matrix_peaks[] = {
+    {"fp32", &gpu_spec::peak_fp32_matrix_tflops, "peak_fp32_matrix_tflops"},
+    {"tf32", &gpu_spec::peak_tf32_tflops, "peak_tf32_tflops"},
+    {"fp16", &gpu_spec::peak_fp16_tflops, "peak_fp16_tflops"},
+    {"bf16", &gpu_spec::peak_bf16_tflops, "peak_bf16_tflops"},
+    {"fp8", &gpu_spec::peak_fp8_tflops, "peak_fp8_tflops"},
+};
+
 // The peak a kernel of `kind` and `dtype` (an engine dtype name) can use on the GPU in TFLOP/s, 0 where the GPU has no
 // unit for it, and the GPU file's key it comes from (roofline_peak_flops says it).
 struct unit_peak {
@@ -17,17 +33,22 @@ struct unit_peak {
   const char* key;
 };
 unit_peak unit_peak_of(const gpu_spec& gpu, kernel_kind kind, const std::string& dtype) {
-  if (kind == kernel_kind::gemm || kind == kernel_kind::bmm || kind == kernel_kind::attention) {
-    if (dtype == "fp32") return {gpu.peak_fp32_matrix_tflops, "peak_fp32_matrix_tflops"};
-    if (dtype == "tf32") return {gpu.peak_tf32_tflops, "peak_tf32_tflops"};
-    if (dtype == "fp16") return {gpu.peak_fp16_tflops, "peak_fp16_tflops"};
-    if (dtype == "bf16") return {gpu.peak_bf16_tflops, "peak_bf16_tflops"};
-    if (dtype == "fp8") return {gpu.peak_fp8_tflops, "peak_fp8_tflops"};
-  }
+  if (kind == kernel_kind::gemm || kind == kernel_kind::bmm || kind == kernel_kind::attention)
+    for (const matrix_peak& m : matrix_peaks)
+      if (dtype == m.dtype) return {gpu.*m.tflops, m.key};
   return {gpu.peak_fp32_tflops, "peak_fp32_tflops"};
 }
 
 }  // namespace
+
+const std::vector<std::string>& matrix_dtypes() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const matrix_peak& m : matrix_peaks) out.emplace_back(m.dtype);
+    return out;
+  }();
+  return names;
+}
 
 std::string roofline_peak_key(const kernel& k) { return unit_peak_of(gpu_spec{}, k.kind, k.dtype).key; }
 
@@ -36,8 +57,8 @@ double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   if (!(p.tflops > 0)) {
     // what to do: the dtypes this kernel kind has units for on the GPU (fp32 always runs on its vector units)
     std::string fits;
-    for (const char* d : {"fp32", "tf32", "fp16", "bf16", "fp8"})
-      if (unit_peak_of(gpu, k.kind, d).tflops > 0) fits += std::string(fits.empty() ? "" : ", ") + d;
+    for (const std::string& d : matrix_dtypes())
+      if (unit_peak_of(gpu, k.kind, d).tflops > 0) fits += (fits.empty() ? "" : ", ") + d;
     throw infeasible(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + p.key +
                      " = 0) for kernel " + k.name + (fits.empty() ? "" : ": give a dtype it has units for (" + fits + ")"));
   }

@@ -22,6 +22,11 @@ double roofline_peak_flops(const gpu_spec& gpu, const kernel& k);
 // The GPU file's key of that peak ("peak_fp32_tflops" for vector kernels and fp32 SIMT GEMMs, "peak_bf16_tflops" for a
 // bf16 GEMM, …): the one unit the kernel's compute runs on (scripts/neusight/scale.lua destination() compares it alone).
 std::string roofline_peak_key(const kernel& k);
+// The dtypes a kernel is priced in, each with a GEMM peak of its own in a GPU file (fp32, tf32, fp16, bf16, fp8, in that
+// order): the engine's dtypes (dtype_names) but fp64, which it sizes and never prices. The one list (a benchmark CSV's
+// GEMM rows, engine/ingest/dataset.cpp, are read in these).
+const std::vector<std::string>& matrix_dtypes();
+
 // The dense peak of a GEMM of `dtype` (an engine dtype name: fp32, tf32, fp16, bf16, fp8) in TFLOP/s, nullopt when
 // the GPU has no unit for it: what the figures' MFU and floor divide by. Throws ns::error for another name ("bfloat16",
 // "BF16"): session::dense_peak_tflops reads those (neusight.kernels dtype_name, the one normaliser) and calls this.

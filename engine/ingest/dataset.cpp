@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ingest/csv.h"
+#include "core/roofline.h"
 #include "core/text.h"
 
 namespace ns {
@@ -17,7 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
-const std::set<std::string> dtype_known = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 // The dtype (fp32, tf32, fp16, bf16, fp8) a spelling names in any convention a CSV may have taken it from (PyTorch's
 // torch.bfloat16, AIConfigurator's bfloat16, scripts/collect's bf16, any case), "" for none. The files' own
@@ -355,9 +355,15 @@ void bench_reader::read_rows(const csv_table& t) {
       const bool gemm = *fam == family::bmm || *fam == family::linear;
       const std::string dtype = c_dtype == SIZE_MAX ? "fp32" : row[c_dtype];
       if (c_dtype != SIZE_MAX) dtype_spelling_check(dtype, t.where(i), "Dtype", false);
-      if (gemm ? !dtype_known.count(dtype) : !(dtype == "fp32" || dtype == "fp16" || dtype == "bf16"))
+      const auto& priced = matrix_dtypes();  // a GEMM row's dtypes: those a GEMM is priced in (core/roofline.h)
+      if (gemm ? std::find(priced.begin(), priced.end(), dtype) == priced.end()
+               : !(dtype == "fp32" || dtype == "fp16" || dtype == "bf16")) {
+        std::string gemm_dtypes;
+        for (size_t k = 0; k < priced.size(); ++k)
+          gemm_dtypes += (k == 0 ? "" : k + 1 == priced.size() ? " or " : ", ") + priced[k];
         throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " +
-                    (gemm ? "fp32, tf32, fp16, bf16 or fp8" : "fp32, fp16 or bf16") + " (got '" + dtype + "')");
+                    (gemm ? gemm_dtypes : std::string("fp32, fp16 or bf16")) + " (got '" + dtype + "')");
+      }
       if (gemm && dtype == "fp8") fam = family::gemm_fp8;
       else if (gemm && dtype != "fp32") fam = family::gemm_tc16;
       const auto gi = row_admit(d, t.where(i), resolve, excluded, only, *fam, row[c_dev]);

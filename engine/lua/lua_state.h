@@ -41,20 +41,28 @@ bool ns_limit_tripped(lua_State* L);
 // the limits as one call would be. A call already over a limit stays stopped. [-0, +0, -]
 void ns_limits_renew(lua_State* L);
 
-// A C++ call that scripts call and that calls scripts in turn (scripts/neusight/pipeline.lua's primitives): enter
-// saves the calling script's instructions used and CPU time elapsed and renews the limits (as ns_limits_renew: the
-// scripts the call runs are held to them as when the engine called each itself); leave restores them, so that the
-// calling script goes on with what it had used (a loop over a primitive still runs over the limits). [-0, +0, -]
+// A C++ call that scripts call and that calls scripts in turn (scripts/neusight/pipeline.lua's primitives): enter,
+// first thing, saves the calling script's instructions used and CPU time elapsed and renews the limits (as
+// ns_limits_renew: the scripts the call runs are held to them as when the engine called each itself); leave restores
+// them, so that the calling script goes on with what it had used (a loop over a primitive still runs over the limits).
+// When the calling script has already run over a limit (the hook had not counted since, or the watchdog marked it late
+// just now), enter records the trip at the calling script's line, pushes its message and returns a mark with `over`
+// set: the caller raises it (lua_error) rather than run the call. One step under the watchdog's lock, so that a limit
+// running out at the entry cannot let the call's own scripts trip it at their line. [-0, +(0|1), m]
 struct limits_mark {
-  bool valid = false;  // limits applied and nothing was over them on entry
+  bool valid = false;  // limits applied and nothing was over them on entry: leave restores the caller's count and time
+  bool over = false;   // the calling script had run over a limit: the message is pushed, the caller raises it
   int64_t used = 0;
   double elapsed = 0;
 };
 limits_mark ns_limits_enter(lua_State* L);
-// Before such a call: true, with the message pushed, when the calling script has run over a limit (the hook had not
-// counted since): the caller raises it, at the calling script's line, rather than run the call. [-0, +(0|1), m]
-bool ns_limits_over(lua_State* L);
 void ns_limits_leave(lua_State* L, const limits_mark& mark);
+// ns_limits_leave at the end of the scope, normal or not.
+struct limits_scope {
+  lua_State* L;
+  limits_mark mark;
+  ~limits_scope() { ns_limits_leave(L, mark); }
+};
 
 // Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.

@@ -1037,8 +1037,10 @@ namespace {
 // (a rule that kept the function cannot call it later). t's entries are read as numbers by name; the callback's
 // scripts run as one call to the limits (ns_limits_enter, as a pipeline primitive's). [-1, +1, e]
 int l_figures_callback(lua_State* L) {
-  if (ns_limits_over(L)) return lua_error(L);  // the rule ran over a limit: it stops there
+  const limits_mark mark = ns_limits_enter(L);
+  if (mark.over) return lua_error(L);  // the rule ran over a limit: it stops there
   return ns_catch(L, [&] {
+    const limits_scope limits{L, mark};
     const auto* cb = *static_cast<const session::figures_callback**>(lua_touserdata(L, lua_upvalueindex(1)));
     if (!cb) throw error(caller_where(L) + "a figures rule's callback called after the rule returned");
     const std::string what = caller_where(L) + "r." + cb->name + "(t)";
@@ -1053,11 +1055,6 @@ int l_figures_callback(lua_State* L) {
       args.emplace(lua_tostring(L, -2), lua_tonumber(L, -1));
       lua_pop(L, 1);
     }
-    struct limits_scope {
-      lua_State* L;
-      limits_mark mark;
-      ~limits_scope() { ns_limits_leave(L, mark); }
-    } const limits{L, ns_limits_enter(L)};
     lua_pushnumber(L, cb->fn(args));
     return 1;
   });

@@ -46,9 +46,11 @@ pipeline_context& context_of(lua_State* L) {
 // message.
 template <class F>
 int primitive(lua_State* L, F&& body) {
-  if (ns_limits_over(L)) return lua_error(L);  // the caller ran over a limit: it stops there, not in the body's scripts
+  const limits_mark mark = ns_limits_enter(L);
+  if (mark.over) return lua_error(L);  // the caller ran over a limit: it stops there, not in the body's scripts
   std::string msg;
   try {
+    const limits_scope limits{L, mark};
     pipeline_context& c = context_of(L);
     const char* name = lua_tostring(L, lua_upvalueindex(2));
     if (c.busy)
@@ -59,15 +61,10 @@ int primitive(lua_State* L, F&& body) {
       ~busy_scope() { c.busy = nullptr; }
     } const busy{c};
     c.busy = name;
-    struct limits_scope {
-      lua_State* L;
-      limits_mark mark;
-      ~limits_scope() { ns_limits_leave(L, mark); }
-    } const limits{L, ns_limits_enter(L)};
     try {
       return body(c);
     } catch (const std::exception& e) {
-      // kept with the limit's state now: none had tripped when it started (ns_limits_over above); its message is what
+      // kept with the limit's state now: none had tripped when it started (ns_limits_enter above); its message is what
       // the outer catch raises
       c.failure.keep(L, e, std::current_exception());
       if (const auto* se = dynamic_cast<const script_error*>(&e)) {

@@ -175,6 +175,15 @@ end
 --- (fp32 embedding weights; add takes its widest input; LlamaRMSNorm's fp32 weight · x promotes), else the graph's.
 function M.stream_dtype(g) return g.autocast and "fp32" or g.dtype end
 
+--- The set-up of a builder that models torch.autocast's dtype flow (the Llama family's, DeepSeek's, GPT-2's, OPT's and
+--- BERT's): sets g.autocast from opts.autocast (neusight.workload: precision amp with eager kernels), never under
+--- Megatron-LM's kernels (opts.megatron: its own 16-bit parameters), and returns the residual stream's dtype
+--- (M.stream_dtype) and `add_as(node_dtype, op, name, ...)`, M.add_as on g.
+function M.autocast_setup(g, opts)
+  g.autocast = opts.autocast == true and opts.megatron ~= true
+  return M.stream_dtype(g), function(node_dtype, ...) M.add_as(g, node_dtype, ...) end
+end
+
 --- attrs.input_dtypes (neusight.rules io_bytes) of an element-wise op whose operands are `first` and `second` under
 --- torch.autocast (the fp32 stream plus a 16-bit branch, the 16-bit scores plus the fp32 mask: "fp32" or "dtype" for
 --- the graph's compute dtype), nil otherwise (one dtype: the node's).

@@ -79,8 +79,9 @@ local SHARED_ATTRS = {
   kv_dtype = "string: the dtype of a quantised KV cache (fp8, bf16, fp16, fp32)",
   act_quant = "string: \"dynamic_tensor\", the fp8 activation quantisation before the GEMM (set by the workload)",
   fused = "string: the comma-separated names of the nodes fused into this one (neusight.fusion)",
-  input_dtypes = "string: the comma-separated dtypes of the inputs, by position, where they differ from the node's "
-    .. "(\"bf16,fp32\": a mixed-dtype element-wise op under torch.autocast, whose output is the node's dtype; M.io_bytes)",
+  input_dtypes = "string: the comma-separated dtypes of the inputs, one engine dtype name per input by position, for "
+    .. "inputs that differ from the node's (\"bf16,fp32\": a mixed-dtype element-wise op under torch.autocast, whose "
+    .. "output is the node's dtype; M.io_bytes)",
 }
 M.shared_attrs = SHARED_ATTRS
 
@@ -143,14 +144,43 @@ function M.vec_dims(node)
   return rows, hidden
 end
 
--- attrs.input_dtypes of `node` as an array by input position (empty when not given): M.io_bytes and M.saved_inputs
-local function input_dtypes(node)
+-- attrs.input_dtypes of `node` as an array by input position (empty when not given): M.io_bytes and M.saved_inputs.
+-- Read strictly: a string of one engine dtype name per input ("bf16,fp32"), so that a stray comma, an empty entry (which
+-- shifted the positions after it) or a misspelled name is an error naming the node and the entry, never bytes priced
+-- at a neighbour's dtype. Returns nil and what is wrong instead (M.check_input_dtypes).
+local function input_dtypes_read(node)
   local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
   local dtypes = {}
-  if given then
-    for d in tostring(given):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
+  if given == nil then return dtypes end
+  local function bad(problem)
+    return nil, ("attrs.input_dtypes %s: %s"):format(
+      type(given) == "string" and ("'" .. given .. "'") or ("(a " .. type(given) .. ")"), problem)
+  end
+  if type(given) ~= "string" then return bad("must be a string of comma-separated dtypes, one per input") end
+  for d in (given .. ","):gmatch("([^,]*),") do
+    dtypes[#dtypes + 1] = d
+    if K.dtype_name(d) ~= d then
+      return bad(("entry #%d %s (one of the engine's dtype names, such as bf16 or fp32, per input)")
+        :format(#dtypes, d == "" and "is empty" or ("'" .. d .. "' is not a dtype")))
+    end
+  end
+  if #dtypes ~= #node.inputs then
+    return bad(("has %d entries for %d input(s) (one dtype per input, by position)"):format(#dtypes, #node.inputs))
   end
   return dtypes
+end
+
+local function input_dtypes(node)
+  local dtypes, problem = input_dtypes_read(node)
+  if not dtypes then error(("node '%s' (op '%s'): %s"):format(tostring(node.name), tostring(node.op), problem), 0) end
+  return dtypes
+end
+
+--- Contract of attrs.input_dtypes (the element-wise rules' `check`, so that the engine names the node's line): nil, or
+--- what is wrong with it.
+function M.check_input_dtypes(node)
+  local _, problem = input_dtypes_read(node)
+  return problem
 end
 
 --- DRAM bytes of touching every input and the output once (the reference's MemPerO · numel(out)):
@@ -408,7 +438,7 @@ function M.elementwise(spec)
     attrs = M.attrs { "no_grad", "saved_inputs", "tensor_inputs", "input_dtypes" },
     fusion = fusion,
     saves = saves,
-    check = M.check_broadcast,
+    check = function(node) return M.check_broadcast(node) or M.check_input_dtypes(node) end,
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
       if not rows then return {} end

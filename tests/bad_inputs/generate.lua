@@ -334,6 +334,10 @@ wl("attrs_unknown", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096, a
 wl("attrs_wrong_type", '{ { op = "sdpa", name = "attn", inputs = { { 1, 2, 8, 4 }, { 1, 2, 8, 4 }, { 1, 2, 8, 4 } }, ' ..
    'output = { 1, 2, 8, 4 }, attrs = { causal = "false" } } }', nil, 'attrs.causal must be a boolean (got string "false")',
    "nodes")
+-- attrs.input_dtypes one engine dtype per input, by position: an empty entry shifted the positions after it
+wl("attrs_input_dtypes_empty_entry", '{ { op = "add", name = "res", inputs = { { 4, 128, 64 }, { 4, 128, 64 }, ' ..
+   '{ 4, 128, 64 } }, output = { 4, 128, 64 }, attrs = { input_dtypes = "bf16,,fp32" } } }', nil,
+   "node 1 'res' (op 'add'): attrs.input_dtypes 'bf16,,fp32': entry #2 is empty", "nodes")
 wl("dim_negative", node("{ 4, -128, 64 }", "{ 4, -128, 64 }"), nil, "dimension 2 is -128, expected a non-negative integer", "nodes")
 wl("dim_fraction", node("{ 4, 1.5, 64 }", "{ 4, 1.5, 64 }"), nil, "dimension 2 is 1.5, expected a non-negative integer", "nodes")
 wl("dim_nan", node("{ 4, 0/0, 64 }", "{ 4, 0/0, 64 }"), nil, "dimension 2 is", "nodes")

@@ -313,6 +313,17 @@ TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][colle
   CHECK(e.code == 1);
   CHECK(e.err.find("softmax.csv:4: column 'Dtype' of a softmax row must be fp32, fp16 or bf16 (got 'fp64')") !=
         std::string::npos);
+  // a GEMM row's dtypes are those a GEMM is priced in (core/roofline.h matrix_dtypes, the one list): fp64 is not one
+  std::istringstream rows(ns_test::slurp(ns_test::source_dir / "tests/fixtures/bench/bmm_small.csv"));
+  std::string bmm;
+  for (std::string line; std::getline(rows, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    bmm += line + (bmm.empty() ? ",Dtype\n" : ",fp64\n");
+  }
+  const auto gemm = run_cli("eval kernels '" + t.write("bad/bmm.csv", bmm).string() + "'");
+  CHECK(gemm.code == 1);
+  CHECK(gemm.err.find("bmm.csv:2: column 'Dtype' of a bmm row must be fp32, tf32, fp16, bf16 or fp8 (got 'fp64')") !=
+        std::string::npos);
 
   // A kernel's dur or correlation of the wrong type: the error names the value it got, at the event's index.
   json trace = json::parse(ns_test::slurp(fixture / "trace-000.json"));

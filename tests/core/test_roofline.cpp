@@ -1,6 +1,10 @@
 // tests/core/test_roofline.cpp — roofline bound and phase aggregation against hand-computed numbers.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -49,6 +53,24 @@ TEST_CASE("GEMM peak follows the dtype, vector kernels use fp32", "[roofline]") 
   } catch (const error& e) {
     CHECK(std::string(e.what()) == "tiny.toml: GPU 'Tiny-1' has no bf16 units (peak_bf16_tflops = 0) for kernel Linear: give a dtype it has units for (fp32, tf32, fp16)");
   }
+}
+
+// The dtypes a kernel is priced in, one list (matrix_dtypes; engine/ingest/dataset.cpp reads a benchmark's GEMM rows in
+// them): the engine's dtypes but fp64, in their order, each a GEMM peak of its own; an fp64 GEMM has none (the fp32
+// vector peak's key).
+TEST_CASE("matrix dtypes: the engine's dtypes but fp64 - each with a GEMM peak of its own", "[roofline]") {
+  std::vector<std::string> want;
+  for (const std::string& d : dtype_names())
+    if (d != "fp64") want.push_back(d);
+  CHECK(matrix_dtypes() == want);
+  std::set<std::string> keys;
+  for (const std::string& d : matrix_dtypes()) {
+    const std::string key = roofline_peak_key(gemm(64, 64, 64, d));
+    CHECK(key != "peak_fp32_tflops");
+    keys.insert(key);
+  }
+  CHECK(keys.size() == matrix_dtypes().size());
+  CHECK(roofline_peak_key(gemm(64, 64, 64, "fp64")) == "peak_fp32_tflops");
 }
 
 // dense_peak_tflops takes engine dtype names only: another spelling is no GEMM dtype to the roofline's peak lookup and

@@ -126,6 +126,55 @@ TEST_CASE("ns_error_raised tells the string raised from the handler's text, not 
   CHECK(lua_gettop(S) == 0);
 }
 
+namespace {
+bool late_body_ran = false;
+
+// Leaves `source`, loaded as "@<name>" with the globals as its environment, on the stack.
+void chunk_push(lua_State* L, const std::string& source, const std::string& name) {
+  lua_pushglobaltable(L);
+  ns_load_chunk(L, source, name, -1);
+  lua_remove(L, -2);
+}
+
+// A C function that scripts call and that calls scripts in turn, as a pipeline primitive (session_pipeline.cpp
+// primitive()): its caller's CPU time runs out just before it enters the limits (the watchdog marks the call late
+// between the caller's last check and the entry, as on a loaded machine). It burns CPU until the watchdog has armed the
+// count hook: under a 0.05 s limit the watchdog marks the call late in that same step (arm_after_s is 0.1 s), and
+// ns_limits_enter takes the watchdog's lock, so the entry sees it late. The entry then stops the call at the caller's
+// line; the body (a script that loops) must not run, nor trip the limit at its own line.
+int l_late_primitive(lua_State* L) {
+  volatile double sink = 0;
+  while (lua_gethook(L) == nullptr) sink = sink + 1;
+  const limits_mark mark = ns_limits_enter(L);
+  if (ns_limit_tripped(L)) return lua_error(L);  // the limit's message, pushed by the entry
+  return ns_catch(L, [&]() -> int {
+    late_body_ran = true;
+    chunk_push(L, "for i = 1, 1e9 do end\n", "body.lua");
+    ns_call(L, 0, 0);
+    ns_limits_leave(L, mark);
+    return 0;
+  });
+}
+}  // namespace
+
+TEST_CASE("script limits: a call entered after its caller's time ran out stops at the caller's line and leaves its body unrun",
+          "[lua][limits]") {
+  script_limits late;
+  late.seconds = 0.05;  // under arm_after_s: the watchdog arms the hook and marks the call late in one step
+  lua_state s(late);
+  lua_State* L = s.get();
+  chunk_push(L, "local f = ...\nf()\n", "caller.lua");
+  lua_pushcfunction(L, l_late_primitive);
+  late_body_ran = false;
+  REQUIRE(ns_pcall(L, 1, 0) == LUA_ERRRUN);
+  const std::string msg = lua_tostring(L, -1);
+  INFO(msg);
+  CHECK(msg.rfind("caller.lua:2: script ran longer than 0.05 s of CPU time", 0) == 0);
+  CHECK_FALSE(late_body_ran);
+  lua_pop(L, 1);
+  CHECK(lua_gettop(L) == 0);
+}
+
 TEST_CASE("ns_call keeps file:line, separates the traceback and adds context", "[lua]") {
   lua_state s;
   lua_State* L = s.get();

@@ -442,4 +442,64 @@ function T.test_deepseek_router_and_attention_dtypes_under_autocast()
   eq(v2[m .. ".experts.weighted_output"].attrs.input_dtypes, "bf16,fp32", "V2: bf16 output · fp32 weight")
 end
 
+-- attrs.input_dtypes is read strictly (neusight.rules io_bytes, saved_inputs): one engine dtype name per input, by
+-- position. An empty entry shifted the positions after it ("bf16,,fp32" priced input #2 as fp32 and input #3 at the
+-- node's dtype); it, a misspelled name, a count other than the inputs' and a value that is not a string are errors
+-- naming the node and the entry.
+function T.test_input_dtypes_are_read_strictly()
+  local rules = require "neusight.rules"
+  local raises = require("neusight.testing").raises
+  local x = { 64, 128 }
+  local function node(dtypes, n)
+    local inputs = {}
+    for i = 1, n or 2 do inputs[i] = x end
+    return make_node { name = "h.add", op = "add", inputs = inputs, output = x, dtype = "fp32",
+                       attrs = { input_dtypes = dtypes } }
+  end
+  eq(rules.io_bytes(node("bf16,fp32")), 64 * 128 * (2 + 4 + 4), "bf16 and fp32 inputs, fp32 output")
+  eq(rules.io_bytes(node("bf16,fp32,fp16", 3)), 64 * 128 * (2 + 4 + 2 + 4), "three inputs")
+  eq(rules.saved_inputs(node("bf16,fp32"), { 1, 2 }), 64 * 128 * (2 + 4), "saved at their dtypes")
+  local head = "node 'h.add' (op 'add'): attrs.input_dtypes "
+  local per_input = " (one of the engine's dtype names, such as bf16 or fp32, per input)"
+  raises(head .. "'bf16,,fp32': entry #2 is empty" .. per_input, rules.io_bytes, node("bf16,,fp32", 3))
+  raises(head .. "'bf16,fp32,': entry #3 is empty" .. per_input, rules.io_bytes, node("bf16,fp32,", 3))
+  raises(head .. "',bf16': entry #1 is empty" .. per_input, rules.saved_inputs, node(",bf16"), { 1, 2 })
+  raises(head .. "'bf16,fp23': entry #2 'fp23' is not a dtype" .. per_input, rules.io_bytes, node("bf16,fp23"))
+  raises(head .. "'bf16, fp32': entry #2 ' fp32' is not a dtype" .. per_input, rules.io_bytes, node("bf16, fp32"))
+  raises(head .. "'bfloat16,fp32': entry #1 'bfloat16' is not a dtype" .. per_input, rules.io_bytes,
+    node("bfloat16,fp32"))
+  raises(head .. "'bf16': has 1 entries for 2 input(s) (one dtype per input, by position)", rules.io_bytes, node("bf16"))
+  raises(head .. "'bf16,fp32,fp32': has 3 entries for 2 input(s) (one dtype per input, by position)", rules.io_bytes,
+    node("bf16,fp32,fp32"))
+  raises(head .. "(a number): must be a string of comma-separated dtypes, one per input", rules.io_bytes, node(2))
+  -- the element-wise rules' check says it (the engine runs it on every node first and names the node's line)
+  local add = load_op("add")
+  eq(add.check(node("bf16,fp32")), nil, "check: a good one")
+  eq(add.check(node("bf16,,fp32", 3)), "attrs.input_dtypes 'bf16,,fp32': entry #2 is empty" .. per_input, "check")
+  eq(add.check(node("bf16")), "attrs.input_dtypes 'bf16': has 1 entries for 2 input(s) (one dtype per input, by "
+    .. "position)", "check: the count")
+end
+
+-- The builders' one autocast set-up (neusight.nodes autocast_setup): g.autocast for opts.autocast, never under
+-- Megatron-LM's kernels; the residual stream's dtype; add_as on g.
+function T.test_autocast_setup()
+  local N = require "neusight.nodes"
+  local function setup(opts)
+    local g = N.new("bf16")
+    local stream, add_as = N.autocast_setup(g, opts)
+    add_as("fp32", "add", "x.add", { { 4, 8 }, { 4, 8 } }, { 4, 8 }, 0)
+    return g.autocast, stream, g.nodes[#g.nodes]
+  end
+  local on, stream, node = setup { autocast = true }
+  eq(on, true, "amp")
+  eq(stream, "fp32", "the fp32 stream under autocast")
+  eq(node.name .. " " .. node.dtype, "x.add fp32", "add_as: the node in the given dtype")
+  on, stream = setup { autocast = true, megatron = true }
+  eq(on, false, "Megatron-LM's kernels: no autocast")
+  eq(stream, "bf16", "the graph's dtype")
+  on, stream = setup {}
+  eq(on, false, "pure")
+  eq(stream, "bf16", "pure: the graph's dtype")
+end
+
 return T

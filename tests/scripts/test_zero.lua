@@ -60,12 +60,16 @@ local T = {}
 
 function T.test_zero_field_validation()
   eq(P.normalize({}).zero, 0, "default: no sharding (DDP)")
-  eq(P.normalize({}).distributed_optimizer, false, "default: no distributed optimizer")
-  -- distributed_optimizer = true is zero = 1: one fact, two names
+  eq(Z.optimizer_sharded(P.normalize({})), false, "default: no distributed optimizer")
+  -- distributed_optimizer = true is zero = 1: one fact, two names in the input, one field in the plan (zero), the
+  -- other derived from it (neusight.parallel.zero optimizer_sharded)
   local d = P.normalize { dp = 2, distributed_optimizer = true }
   eq(d.zero, 1, "distributed_optimizer = true is zero 1")
-  for z = 1, 3 do eq(P.normalize({ dp = 2, zero = z }).distributed_optimizer, true, "zero " .. z .. " shards the optimizer") end
-  eq(P.normalize({ dp = 2, zero = 0 }).distributed_optimizer, false, "zero 0: not")
+  eq(d.distributed_optimizer, nil, "not kept beside zero")
+  eq(Z.optimizer_sharded(d), true, "derived: sharded")
+  for z = 1, 3 do eq(Z.optimizer_sharded(P.normalize({ dp = 2, zero = z })), true, "zero " .. z .. " shards the optimizer") end
+  eq(Z.optimizer_sharded(P.normalize({ dp = 2, zero = 0 })), false, "zero 0: not")
+  eq(Z.optimizer_sharded(P.normalize({ dp = 2, distributed_optimizer = false })), false, "distributed_optimizer = false")
   -- a normalized table normalized again (neusight.workload build does) keeps them
   local again = P.normalize(P.normalize { dp = 2, zero = 3 })
   eq(again.zero, 3, "normalized twice")
@@ -236,6 +240,47 @@ function T.test_zero3_exposed_per_unit()
   near(tl.iteration, 2 * (L * 3e-3) + d.dp_exposed + 8 / 8, "iteration: compute + exposed + an eighth of the step", 1e-9)
   assert(c.fw_exposed >= C.time("all_gather", layer * ep, plan.groups.dp, plan.cluster) - 1e-15,
     "the first gather is exposed")
+end
+
+-- The one test of what shards in a run (zero.active_stage): the plan's stage in data-parallel training, else 0 —
+-- ZeRO-3 runs where it is 3 (the timeline, the memory report and the report's line ask it), the step is sharded where
+-- it is at least 1.
+function T.test_active_stage_is_the_plans_in_data_parallel_training_only()
+  for z = 0, 3 do
+    eq(Z.active_stage(plan_of({ dp = 2, zero = z }, 8)), z, "dp 2 training: zero " .. z)
+    eq(Z.active_stage(plan_of({ dp = 1, zero = z }, 8)), 0, "dp 1: nothing to shard")
+    eq(Z.active_stage(P.plan(P.normalize { dp = 2, zero = z }, H100, { batch = 8, dtype = "bf16", mode = "inference" })),
+      0, "inference: nothing to shard")
+  end
+end
+
+-- ZeRO-3's units are made only where they are used: the timeline makes them under zero 3, and otherwise only when the
+-- memory report asks for their bytes (zero3_gathered), which it does for a stage-3 plan alone: the run's own, or the
+-- one that asks whether a data-parallel layout that does not fit would under zero 3. A layout at a lower stage that
+-- fits asks nothing.
+function T.test_zero3_units_made_only_where_used()
+  local PM = require "neusight.parallel.memory"
+  local nodes, times = graph(32, 2e8, 1e9)
+  local function asked(z, cap)
+    local plan = with_memory(plan_of({ dp = 8, zero = z }, 8), nodes, cap)
+    local r = P.timeline(plan, nodes, times)
+    local total, n = 0, 0
+    for _, d in ipairs(r.devices) do total = total + d.params end
+    local report = PM.report(plan, r.devices, PM.context(plan, nodes, plan.precision), total, true, function()
+      n = n + 1
+      return 1e9
+    end)
+    return n, report
+  end
+  for z = 0, 2 do
+    local n, r = asked(z, 1e6)
+    eq(r.fits, true, "zero " .. z .. ": it fits")
+    eq(n, 0, "zero " .. z .. ", a layout that fits: ZeRO-3's units not asked for")
+  end
+  local n, r = asked(3, 1e6)
+  assert(n > 0 and r.fits, "zero 3: its units")
+  n, r = asked(0, 1e-3)
+  assert(n > 0 and not r.fits, "DDP that does not fit: the units, to ask whether zero 3 would")
 end
 
 -- zero_fits (search's no-fit help): the least higher stage under which a layout that does not fit would

@@ -96,9 +96,7 @@ function M.build(cfg, opts)
   -- fp32 embeddings, extended mask (in the fp32 model's dtype), residual adds and LayerNorms (autocast's fp32 list);
   -- each Linear reading an fp32 input casts it (neusight.nodes autocast_cast; its weight: g.add); eager attention's
   -- scores fp32 from the mask add on, softmax in fp32, the probabilities cast for the P·V matmul
-  g.autocast = opts.autocast == true and not opts.megatron
-  local stream = N.stream_dtype(g)
-  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
+  local stream, add_as = N.autocast_setup(g, opts)
   -- autocast's cast of an fp32 input before the linear `name`
   local function cast_in(name, shape) N.autocast_cast(g, name .. ".input_cast", shape) end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.

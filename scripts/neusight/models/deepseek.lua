@@ -316,12 +316,10 @@ function M.graph(r, opts)
   -- torch.autocast over fp32 modules (opts.autocast: neusight.workload; neusight.nodes autocast_cast, stream_dtype):
   -- the fp32 residual stream and norms, the projections' per-call input casts, MLA's fp32 normed latents and rotated
   -- q / k (cat with the 16-bit pass halves promotes: fp32 query and key states), the router below
-  g.autocast = opts.autocast == true and not g.megatron
-  local stream = N.stream_dtype(g)
+  local stream, add_as = N.autocast_setup(g, opts)
   local upcast = N.upcasts(g) -- HF's RMSNorm and router compute in fp32
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
-  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }

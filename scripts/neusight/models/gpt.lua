@@ -87,9 +87,7 @@ function M.build(cfg, opts)
   -- fp32 embeddings, residual stream and LayerNorms (layer_norm: autocast's fp32 list), each Conv1D's addmm casting
   -- its fp32 input (neusight.nodes autocast_cast; its weight: g.add), eager softmax writing fp32 (autocast's
   -- fp32-with-dtype list: softmax(x, dtype=fp32) reads the 16-bit scores) then .type(value.dtype) back
-  g.autocast = opts.autocast == true and not opts.megatron
-  local stream = N.stream_dtype(g)
-  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
+  local stream, add_as = N.autocast_setup(g, opts)
   -- Megatron's f (g.tp_in: into a column-parallel layer) and g (g.tp_out: out of a row-parallel one), as
   -- all-reduces or, with sequence parallelism, all-gather / reduce-scatter pairs: no-ops without tensor parallelism.
   local tp_all_reduce, tp_in, tp_out = g.all_reduce, g.tp_in, g.tp_out

@@ -389,12 +389,12 @@ function M.graph(r, opts, moe)
   -- torch.autocast over fp32 modules (opts.autocast: neusight.workload, precision amp with eager kernels): the dtype
   -- flow of HF's eager modules under it (neusight.nodes autocast_cast, stream_dtype); a MoE layer's router and expert
   -- dispatch retype themselves (neusight/models/moe.lua block)
-  g.autocast = opts.autocast == true and not g.megatron
+  -- `stream`: the residual stream's dtype (fp32 under autocast)
+  local stream, add_as = N.autocast_setup(g, opts)
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
-  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                   -- a full activation
@@ -409,7 +409,6 @@ function M.graph(r, opts, moe)
   -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, the q/k/v projections, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
   -- `in_dtype`: the norm's input dtype (nil: the graph's; stream: the residual stream's, fp32 under autocast)
-  local stream = N.stream_dtype(g)
   local function rms_norm(p, shape, width, in_dtype) N.rms_norm(g, p, shape, width, r.gemma, in_dtype) end
   -- q / k enter RoPE in the projection's dtype, or fp32 after Qwen3's q_norm / k_norm under autocast (fp32 weight ·
   -- x; Gemma's (1 + w) norm returns x's dtype)

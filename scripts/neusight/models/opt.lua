@@ -136,10 +136,8 @@ function M.build(cfg, opts)
   -- embeddings, residual stream and LayerNorms (autocast's fp32 list), each Linear reading an fp32 input casting it
   -- (neusight.nodes autocast_cast; its weight: g.add), eager attention's scores fp32 from the mask add on (the causal
   -- mask is in the fp32 inputs_embeds' dtype; softmax then runs in fp32), the probabilities cast for the P·V bmm
-  g.autocast = opts.autocast == true and not g.megatron
-  local stream = N.stream_dtype(g)
+  local stream, add_as = N.autocast_setup(g, opts)
   local attn32 = g.autocast and "fp32" or dtype
-  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
   -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`; `shared`: `x` is the input an earlier linear already
   -- saves (k_proj and v_proj read q_proj's): saved once (neusight.nodes linear). `fp32_in`: under autocast its input
   -- is fp32 (the stream or a LayerNorm's output): cast first, and its own copy saved.

@@ -310,9 +310,9 @@ function M.normalize(p)
     error(("parallel.zero: zero = %s and distributed_optimizer = %s disagree: distributed_optimizer = true is zero = 1 "
       .. "(stages 2 and 3 shard the optimizer state too); give one of them"):format(show(p.zero), show(dist)), 0)
   end
+  -- the one field of it the plan keeps: whether the optimizer state and step are sharded (zero >= 1) is derived from
+  -- it (neusight.parallel.zero optimizer_sharded)
   out.zero = floor(zero)
-  -- what the rest of the engine reads of it: the optimizer state and step are sharded (zero >= 1), derived here only
-  out.distributed_optimizer = out.zero >= 1
   local why = M.zero_refusal(out.zero, out.pp, out.ep)
   if why then error("parallel.zero: " .. why, 0) end
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then

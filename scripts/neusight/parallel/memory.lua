@@ -101,7 +101,7 @@ end
 ---@param plan table neusight.parallel.plan()
 ---@param group? "dp"|"edp"
 function M.optimizer_shards(plan, group)
-  if not (plan.distributed_optimizer and plan.training and plan.dp > 1) then return 1 end
+  if zero.active_stage(plan) < 1 then return 1 end
   return plan.groups[group or "dp"].size
 end
 
@@ -150,8 +150,9 @@ end
 --- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage
 --- lines. Not lean, with mem.at_micro_batch (neusight.workload's: function(plan, mb) → the bytes per GPU of the fullest
 --- stage at micro-batch size mb, this plan's dp and microbatches): the largest micro-batch that fits
---- (memory.parallel sizing).
-function M.report(plan, devices, mem, params_total, lean)
+--- (memory.parallel sizing). `zero3_gathered(d)`: the bytes of ZeRO-3's unsharded units on device d (the timeline's),
+--- asked only for a stage-3 plan: the run's own, or the one that asks whether a layout would fit under zero 3.
+function M.report(plan, devices, mem, params_total, lean, zero3_gathered)
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer, an expert's over dp / ep: M.state_parts), the peak saved activations, its largest
   -- temporary, workspace (autocast's weight cache by parameter share), and its own layers' serving KV cache
@@ -163,8 +164,9 @@ function M.report(plan, devices, mem, params_total, lean)
       local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
       -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the largest two neighbouring units' full
       -- parameters and gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
-      if zero.stage(p) == 3 and (dev.zero_gathered or 0) > 0 and p.training and p.dp > 1 then
-        state.gathered = dev.zero_gathered
+      local gathered = zero.active_stage(p) == 3 and zero3_gathered and zero3_gathered(d) or 0
+      if gathered > 0 then
+        state.gathered = gathered
         state.total = state.total + state.gathered
       end
       local autocast = mem.autocast_cache * share
@@ -188,7 +190,7 @@ function M.report(plan, devices, mem, params_total, lean)
     mem.gpu_reported_gib, sizing)
   -- whether the layout fits under ZeRO stage z (1: the distributed optimizer)
   local function fits_at(z)
-    local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
+    local sharded = setmetatable({ zero = z }, { __index = plan })
     return memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
       mem.gpu_reported_gib).fits
   end
@@ -196,7 +198,7 @@ function M.report(plan, devices, mem, params_total, lean)
   -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
   -- no one reads.
-  if not out.fits and not plan.distributed_optimizer and plan.training and plan.dp > 1 then
+  if not out.fits and not zero.optimizer_sharded(plan) and plan.training and plan.dp > 1 then
     out.distributed_optimizer_fits = fits_at(1)
   end
   -- the least higher ZeRO stage (neusight.parallel.zero) under which the layout would fit, where it does not fit and

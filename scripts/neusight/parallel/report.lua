@@ -106,7 +106,7 @@ function M.json(plan, result, lean)
     microbatches = int(plan.microbatches, "microbatches"), schedule = plan.schedule,
     virtual_stages = int(plan.virtual_stages, "virtual_stages"), kernels = plan.kernels, recompute = plan.recompute,
     sequence_parallel = plan.sequence_parallel and true or false,
-    distributed_optimizer = plan.distributed_optimizer and true or false,
+    distributed_optimizer = Z.optimizer_sharded(plan),
     zero = int(Z.stage(plan), "zero"),
     world = int(plan.world, "world"), micro_batch = int(plan.micro_batch, "micro_batch"),
     bucket_mb = num(plan.bucket_mb, "bucket_mb"), overlap_grad_reduce = plan.overlap_grad_reduce and true or false,
@@ -187,7 +187,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
           fullest.state_gb) or "")
   end
   local first = result.devices[1]
-  if j.dp > 1 and first and j.zero == 3 and plan.training then
+  if first and Z.active_stage(plan) == 3 then
     add("data-parallel ZeRO-3 parameter all-gathers (before each layer's forward and backward) and gradient "
       .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,

@@ -197,7 +197,7 @@ local fill_buckets = M.fill_buckets
 -- Each value is computed as the timeline computed it before (the same terms in the same order), so reusing it gives
 -- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
 local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
-  "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer", "zero" }
+  "saves_known", "dp", "ep", "bucket_mb", "groups", "zero" }
 local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "bw_wgrad", "opt", "fw_floor", "bw_floor", "opt_floor" }
 local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
 
@@ -386,10 +386,10 @@ local function prepare(plan, nodes, times, reuse)
   -- n[e] buckets of bytes[e] over group[e], each dt[e] seconds on the link), the leftover buckets at the end.
   local events, buckets_of = {}, {}
   -- (ZeRO-3 reduce-scatters each unit's gradients inside its backward, neusight.parallel.zero: no buckets after it)
-  local zero3 = plan.training and plan.dp > 1 and Z.stage(plan) == 3
+  local zero3 = Z.active_stage(plan) == 3
   if plan.training and plan.dp > 1 and not zero3 then
     local bucket_bytes = plan.bucket_mb * 1e6
-    local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+    local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
     -- per layered segment (by its `per`): its nodes' gradient bytes and groups
     local seg_grads = {}
     for d = 1, P do
@@ -536,25 +536,30 @@ function M.timeline(plan, nodes, times, lean, reuse)
   end
 
   -- ZeRO-3 (neusight.parallel.zero; pp = 1, one stage: parallel.config refuses it with a pipeline): each microbatch's
-  -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide;
-  -- the bytes of ZeRO-3's unsharded units (its transient) are counted for every data-parallel training stage, so the
-  -- memory report can say what zero 3 would need where it is not asked for.
+  -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide.
   local zero_of = {}
-  if plan.training and plan.dp > 1 and P == 1 then
-    local zero3 = Z.stage(plan) == 3
+  local zero_able = plan.training and plan.dp > 1 and P == 1
+  if P == 1 and Z.active_stage(plan) == 3 then
     for k, st in ipairs(stages) do
       local units = Z.units(st, nodes, times, hidden, rerun)
-      local z = { gathered = Z.transient_bytes(units, ep, eg) }
-      if zero3 then
-        local dp_group = plan.groups.dp
-        local c = Z.exposed(units, ep, eg, function(op, bytes) return comm_time(op, bytes, dp_group) end)
-        z.comm = c
-        -- (st.fw is prepare's, kept across re-timings of one build: its own value is kept aside once)
-        if st.fw_unsharded == nil then st.fw_unsharded = st.fw end
-        st.fw, st.bw = st.fw_unsharded + c.fw_exposed, st.bw + c.bw_exposed
-      end
-      zero_of[k] = z
+      local dp_group = plan.groups.dp
+      local c = Z.exposed(units, ep, eg, function(op, bytes) return comm_time(op, bytes, dp_group) end)
+      zero_of[k] = { gathered = Z.transient_bytes(units, ep, eg), comm = c }
+      -- (st.fw is prepare's, kept across re-timings of one build: its own value is kept aside once)
+      if st.fw_unsharded == nil then st.fw_unsharded = st.fw end
+      st.fw, st.bw = st.fw_unsharded + c.fw_exposed, st.bw + c.bw_exposed
     end
+  end
+  -- The bytes of ZeRO-3's unsharded units (its transient) of device d's stage, for the memory report: under stage 3
+  -- made above; below it made only where the report asks what zero 3 would need (a data-parallel training layout that
+  -- does not fit: neusight.parallel.memory report), then kept. 0 where ZeRO-3 cannot run.
+  local function zero3_gathered(d)
+    local z = zero_of[d]
+    if z then return z.gathered end
+    if not zero_able then return 0 end
+    z = { gathered = Z.transient_bytes(Z.units(stages[d], nodes, times, hidden, rerun), ep, eg) }
+    zero_of[d] = z
+    return z.gathered
   end
   local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
@@ -693,7 +698,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
-      local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+      local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
       local b_at, b_n = ready.at, ready.n
       local q_dt = r_dt -- per run: when its buckets may start (q_at), each one's time on the link
       local overlap = plan.overlap_grad_reduce
@@ -751,7 +756,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- over how many GPUs this stage's step is split (neusight.parallel.memory step_shards: 1/dp of its parameters
     -- under the distributed optimizer, an expert's 1/(dp / ep))
     local step_shards = PM.step_shards(plan, dev.params, dev.expert_params)
-    if plan.distributed_optimizer and plan.training and plan.dp > 1 then
+    if Z.active_stage(plan) >= 1 then
       -- the step runs on this rank's shard; then every rank all-gathers the updated parameters over the group they
       -- were sharded over (an expert's over edp) — but under ZeRO-3, whose parameters stay sharded (the next forward
       -- gathers them, neusight.parallel.zero)
@@ -777,7 +782,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
     local step_floor = params_total > 0 and opt_floor * dev.params / params_total or 0
-    if plan.distributed_optimizer and plan.training and plan.dp > 1 then step_floor = step_floor / step_shards end
+    if Z.active_stage(plan) >= 1 then step_floor = step_floor / step_shards end
     dev.floor = s[6] + step_floor
     floor = max(floor, dev.floor)
     devices[d] = dev
@@ -797,7 +802,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local out = {
     iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
-    memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
+    memory = PM.report(plan, devices, mem, params_total, lean, zero3_gathered), state = mem.state,
   }
   if ops_end then
     -- what M.ops needs to give every op's times: the schedule and, per virtual stage k, its ops' seconds as simulated

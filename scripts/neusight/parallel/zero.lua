@@ -31,20 +31,24 @@ local ipairs, max = ipairs, math.max
 
 local M = {}
 
---- The ZeRO stage of a plan (parallel.zero; a plan made before the field: 1 under the distributed optimizer, else 0).
-function M.stage(plan)
-  local z = plan.zero
-  if z == nil then z = plan.distributed_optimizer and 1 or 0 end
-  return z
-end
+--- The ZeRO stage of a plan (parallel.zero, 0 when not given): the one stored fact of what it shards;
+--- M.optimizer_sharded is derived from it.
+function M.stage(plan) return plan.zero or 0 end
 
---- Whether the stage shards anything in this run: training with dp > 1.
-local function active(plan) return plan.training and plan.dp > 1 end
+--- Whether the plan shards the optimizer state and step over dp: Megatron-LM's distributed optimizer, ZeRO stage 1,
+--- and stages 2 and 3, which shard it too (distributed_optimizer = true is zero = 1's other name in the input,
+--- neusight.parallel.config; the report's JSON distributed_optimizer says this).
+function M.optimizer_sharded(plan) return M.stage(plan) >= 1 end
+
+--- The stage that shards in this run: the plan's in data-parallel training (dp > 1), else 0 (nothing to shard). The one
+--- test of whether ZeRO-3 runs (== 3: its units, their communication and transient bytes; neusight.parallel.timeline,
+--- memory, report) and whether the optimizer step is sharded (>= 1).
+function M.active_stage(plan) return plan.training and plan.dp > 1 and M.stage(plan) or 0 end
 
 --- Over how many GPUs each role of the model state of parameters replicated over a group of `size` ranks is split
 --- under `plan`: { optimizer (master copies and moments), gradients, weights }, each `size` or 1.
 function M.shards(plan, size)
-  local z = active(plan) and M.stage(plan) or 0
+  local z = M.active_stage(plan)
   return { optimizer = z >= 1 and size or 1, gradients = z >= 2 and size or 1, weights = z >= 3 and size or 1 }
 end
 
