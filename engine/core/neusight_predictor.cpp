@@ -309,6 +309,12 @@ class neusight_predictor final : public predictor {
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
     std::map<family, std::string> batch_key;
+    const auto& models = models_for(gpu.vendor);
+    // the features as the family's weights were trained on them: how they price a partial wave (tile_model.h)
+    const auto share_of = [&](family f) {
+      const auto m = models.find(f);
+      return m == models.end() ? wave_share::fair_share : m->second.partial_wave;
+    };
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
       const auto fam = family_of(k);
@@ -329,11 +335,11 @@ class neusight_predictor final : public predictor {
         std::snprintf(flops, sizeof flops, "|%a", k.flops);  // the row's first kernel gives its features
         const std::string rkey = key + flops;
         auto f = features_memo_.find(gpu_key + rkey);
-        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu, conv_)).first;
+        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu, conv_, share_of(*fam))).first;
         batch[*fam].push_back(f->second);
         batch_key[*fam] += std::to_string(rkey.size()) + ":" + rkey;
       } else if (fresh) {
-        batch[*fam].push_back(tile_features_compute(k, gpu, conv_));
+        batch[*fam].push_back(tile_features_compute(k, gpu, conv_, share_of(*fam)));
       }
       if (const envelope_axes* ax = envelope_axes_of(*fam);
           fresh && ax && !ax->scaled.empty() && envelope_scalable(k, *ax)) {  // GEMMs, prefill: no copies
@@ -341,14 +347,13 @@ class neusight_predictor final : public predictor {
         for (size_axis a : ax->scaled)
           for (size_t d = 0; d < envelope_factors.size(); ++d) {
             rows.push_back(batch[*fam].size());
-            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_));
+            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_, share_of(*fam)));
             if (memo_)  // the batch's rows, in order (outputs_memo_)
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
           }
       }
       slot[i] = {*fam, it->second};
     }
-    const auto& models = models_for(gpu.vendor);
     std::map<family, Eigen::MatrixXf> outputs;
     std::optional<double> floor_s;  // the GPU's per-kernel floor, asked once a family falls back to the roofline
     warnings_.clear();

@@ -89,7 +89,31 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
-tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv) {
+std::string_view wave_share_name(wave_share s) { return s == wave_share::sm_share ? "sm_share" : "fair_share"; }
+
+std::optional<wave_share> wave_share_parse(std::string_view s) {
+  if (s == "fair_share") return wave_share::fair_share;
+  if (s == "sm_share") return wave_share::sm_share;
+  return std::nullopt;
+}
+
+wave_share wave_share_trained(family f) {
+  return f == family::gemm_tc16 || f == family::gemm_fp8 ? wave_share::sm_share : wave_share::fair_share;
+}
+
+double tile_base_seconds(double blocks, double sms, double tile_gflop, double peak_gflops, double ai_bw_gflops,
+                         wave_share share) {
+  const double waves = std::ceil(blocks / sms);
+  // (written as before the partial-wave form, so fair_share forecasts keep their digits)
+  if (share == wave_share::fair_share) return waves * tile_gflop * sms / std::min(peak_gflops, ai_bw_gflops);
+  const double full = tile_gflop * sms / std::min(peak_gflops, ai_bw_gflops);  // one wave of every SM's fair share
+  const double last = blocks - (waves - 1) * sms;  // the last wave's blocks, in (0, SMs]
+  const double draw = std::max(last, sms / tile_sm_bandwidth_share);  // the bandwidth's divisor per block
+  return (waves - 1) * full + tile_gflop * std::max(sms / peak_gflops, draw / ai_bw_gflops);
+}
+
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv,
+                                    wave_share share) {
   const double sms = double(gpu.num_sm);
   const double peak = roofline_peak_flops(gpu, k) / 1e9;  // GFLOP/s
   const double bw = gpu.mem_bw_gbps;
@@ -155,7 +179,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const 
   f.blocks = blocks;
   f.waves = std::ceil(blocks / sms);
   f.roof_gflops = std::min(peak, ai * bw);
-  f.base_seconds = f.waves * tile_gflop * sms / f.roof_gflops * base_scale;
+  f.base_seconds = tile_base_seconds(blocks, sms, tile_gflop, peak, ai * bw, share) * base_scale;
   f.compute_seconds = tile_compute_seconds(k, gpu);
   f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),

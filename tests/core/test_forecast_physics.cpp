@@ -430,7 +430,7 @@ double quant_seconds(const kernel& k, const gpu_spec& gpu) {
   static const quant_stage q = weights_load(ns_test::source_dir / "weights/nvidia/gemm_fp8").quant;
   kernel t = k;
   t.tile_m = t.tile_k = 128;  // the stage's features do not depend on the tile
-  return tile_fixed_seconds(tile_features_compute(t, gpu, train_convention{}), q);  // a GEMM: no convention read
+  return tile_fixed_seconds(tile_features_compute(t, gpu, train_convention{}, wave_share::fair_share), q);  // a GEMM: no convention read
 }
 
 bool compute_bound(const kernel& k, const gpu_spec& gpu) {
