@@ -98,7 +98,7 @@ std::optional<wave_share> wave_share_parse(std::string_view s) {
 }
 
 wave_share wave_share_trained(family f) {
-  return f == family::gemm_tc16 || f == family::gemm_fp8 ? wave_share::sm_share : wave_share::fair_share;
+  return f == family::gemm_tc16 ? wave_share::sm_share : wave_share::fair_share;
 }
 
 double tile_base_seconds(double blocks, double sms, double tile_gflop, double peak_gflops, double ai_bw_gflops,

@@ -95,16 +95,17 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
 
 // How a partial wave — the last (or only) wave, of b < SMs blocks — shares the memory system in `base` (the
 // weights' `partial_wave` in model.toml, tile_model::partial_wave; weights/PARTIAL_WAVE_RULE.md):
-// - fair_share (absent from the manifest; every family trained before the key, and the fp32 / attention families):
+// - fair_share (absent from the manifest; weights trained before the key, gemm_fp8, the fp32 / attention families):
 //   every wave is priced as all SMs each running one tile at its 1/SMs share of the roofline, full or not;
-// - sm_share (written by `neusight train` for gemm_tc16 and gemm_fp8): in a partial wave compute stays per SM (a tile
+// - sm_share (written by `neusight train` for gemm_tc16 only, adopted with the 16-bit split of scripts/tiling/gemm.lua
+//   as variant D3 of weights/PARTIAL_WAVE_RULE.md; gemm_fp8 keeps fair_share): in a partial wave compute stays per SM (a tile
 //   at peak / SMs) while the b blocks share the bandwidth, each drawing bw / max(b, SMs / c) — no SM more than c times
 //   its fair share bw / SMs (one SM cannot saturate DRAM alone), c = tile_sm_bandwidth_share. Full waves are priced
 //   as under fair_share (the same expression at b = SMs).
 enum class wave_share { fair_share, sm_share };
 std::string_view wave_share_name(wave_share s);
 std::optional<wave_share> wave_share_parse(std::string_view s);
-// What `neusight train` gives a family's new weights: sm_share for gemm_tc16 and gemm_fp8, fair_share otherwise.
+// What `neusight train` gives a family's new weights: sm_share for gemm_tc16, fair_share otherwise (gemm_fp8 included).
 wave_share wave_share_trained(family f);
 // c: how many times its fair share of the bandwidth (bw / SMs) one SM's blocks draw at most. Not fitted: Little's law
 // (a tensor-core mainloop CTA keeps ≈ 48–96 KB in flight; at ≈ 0.6–0.8 µs DRAM latency 60–160 GB/s, 2.4–6.3× the H100
