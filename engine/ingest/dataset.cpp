@@ -131,10 +131,12 @@ auto row_admit(bench_data& d, const std::string& where, Resolve& resolve, const 
 // The rows of AIConfigurator's CSVs (../shared/data/aiconfigurator/README.md) share the device, latency
 // (ms per call) and kernel_source columns. `make` reads one row into the kernel (kind, dtype, dims, op) and
 // returns a skip reason for rows we do not model ("" to keep it); family filter, device resolution and GPU
-// exclusion then apply as for the NeuSight rows. FLOPs and bytes come from neusight.kernels (bench_load's `cost`).
-template <class Resolve, class Make>
+// exclusion then apply as for the NeuSight rows, and after them `admit`'s reason for a modelled row this reading
+// does not take ("" to keep it), so that a row of a family not requested is counted under that family whatever else
+// is said of it. FLOPs and bytes come from neusight.kernels (bench_load's `cost`).
+template <class Resolve, class Make, class Admit>
 void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
-                         std::optional<family> only, Make make) {
+                         std::optional<family> only, Make make, Admit admit) {
   const size_t c_dev = t.column("device"), c_lat = t.column("latency");
   const size_t c_src = t.has_column("kernel_source") ? t.column("kernel_source") : SIZE_MAX;
   for (size_t i = 0; i < t.rows.size(); ++i) {
@@ -148,6 +150,10 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
     const auto fam = family_of(r.k);
     const auto gi = row_admit(d, r.where, resolve, excluded, only, *fam, row[c_dev]);
     if (!gi) continue;
+    if (const std::string why = admit(r); !why.empty()) {
+      skip_row(d, why, r.where);
+      continue;
+    }
     r.device = row[c_dev];
     r.fam = *fam;
     r.latency_ms = to_double(row[c_lat], r.where, "latency");
@@ -184,7 +190,7 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     if (k.dtype == "fp8") k.act_quant = "dynamic_tensor";
     r.op = "gemm";
     return std::string();
-  });
+  }, [](const bench_row&) { return std::string(); });
 }
 
 // context_attention.csv (prefill: causal attention over isl tokens) and generation_attention.csv (decode: isl = 1
@@ -217,16 +223,15 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     const bool half = adt == "bfloat16" || adt == "float16";
     if (adt == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
     const bool prefill = op == "context_attention", fp8_cache = half && kvdt == "fp8";
-    if (fp8_cache && use == bench_use::train)
-      return std::string(prefill ? "prefill" : "decode") +
-             " attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
-             "kernels scores these rows)";
     if (!half || (kvdt != adt && kvdt != "fp8"))
       return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + kvdt +
              "' is not modelled (bfloat16 or float16 for both, or an fp8 cache in decode)";
-    if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0)
+    // a training read skips every fp8-cache row under that one reason, window or not (the `admit` below, after the
+    // family filter)
+    const bool train_skips = fp8_cache && use == bench_use::train;
+    if (!train_skips && c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0)
       return std::string("sliding-window attention is not modelled");
-    if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
+    if (!train_skips && c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
       return std::string("beam search attention is not modelled");
     kernel& k = r.k;
     k.kind = kernel_kind::attention, k.dtype = adt == "bfloat16" ? "bf16" : "fp16";
@@ -244,6 +249,13 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     if (k.b < 1 || k.m < 1 || k.n < 1 || k.rows < 1 || k.hidden < 1 || k.rows % k.hidden != 0)
       throw error(r.where + ": batch, isl, head_dim and heads must be >= 1 and heads a multiple of kv heads");
     r.op = op;
+    return std::string();
+  }, [&](const bench_row& r) {
+    // after the family filter: a row of a family not requested is counted as that, not as this
+    if (r.kv_cache == "fp8" && use == bench_use::train)
+      return std::string(r.k.op == "causal" ? "prefill" : "decode") +
+             " attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
+             "kernels scores these rows)";
     return std::string();
   });
 }

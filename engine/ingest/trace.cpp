@@ -224,10 +224,22 @@ struct cpu_event {
 
 std::string lower(std::string s) { return text_lower(s); }
 
-int64_t json_id(const json& v) {  // pid/tid are numbers or strings in Kineto output
+// A JSON value named for an error: its type and, for a scalar, its text ('a string "12.5"', 'a boolean true').
+std::string json_got(const json& v) {
+  if (v.is_string()) return "a string " + v.dump();
+  if (v.is_boolean()) return "a boolean " + v.dump();
+  if (v.is_null()) return "null";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "the number " + v.dump();
+}
+
+// pid/tid are integers or strings in Kineto output; anything else (a fraction, a boolean, null) is an edited trace,
+// whose events would be nested under the wrong thread.
+int64_t json_id(const json& v, const std::string& at, const char* key) {
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_string()) return static_cast<int64_t>(std::hash<std::string>{}(v.get<std::string>()));
-  return 0;
+  throw error(at + ": '" + key + "' must be an integer or a string (got " + json_got(v) + ")");
 }
 
 // A cpu_op's "Input Dims" and "Input type" (Kineto with record_shapes). A non-tensor argument has dims [] and a
@@ -556,7 +568,9 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     if (!is_kernel && !is_cpu && !is_optim) continue;
     const std::string what = (is_kernel ? "kernel '" : "event '") + name + "'";
     auto number = [&](const char* key) {
-      if (!e.contains(key) || !e[key].is_number()) throw error(where(i) + ": " + what + ": missing number '" + key + "'");
+      if (!e.contains(key)) throw error(where(i) + ": " + what + ": missing number '" + key + "'");
+      if (!e[key].is_number())
+        throw error(where(i) + ": " + what + ": '" + key + "' must be a number (got " + json_got(e[key]) + ")");
       return e[key].get<double>();
     };
     const double ts = number("ts"), dur = number("dur");
@@ -618,8 +632,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     cpu_event c;
     c.index = i;
     c.name = name;
-    c.pid = e.contains("pid") ? json_id(e["pid"]) : 0;
-    c.tid = e.contains("tid") ? json_id(e["tid"]) : 0;
+    c.pid = e.contains("pid") ? json_id(e["pid"], where(i) + ": " + what, "pid") : 0;
+    c.tid = e.contains("tid") ? json_id(e["tid"], where(i) + ": " + what, "tid") : 0;
     c.ts = ts;
     c.dur = dur;
     c.args = args;

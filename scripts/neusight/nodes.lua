@@ -19,7 +19,7 @@ local M = {}
 ---@param shard? table neusight.parallel.tensor_shard(...)
 ---@param sequence_parallel? boolean Megatron sequence parallelism (needs a shard with tp > 1)
 function M.new(dtype, shard, sequence_parallel)
-  local g = { nodes = {}, layer = "", count = 1, dtype = dtype, plan = shard and shard.plan }
+  local g = { nodes = {}, layer = "", count = 1, dtype = dtype }
   local sp = shard ~= nil and shard.tp > 1 and sequence_parallel == true
   local nodes = g.nodes
   -- The tensors g.tp_in gathered under sequence parallelism (its returned shape tables, by identity): a GEMM reading
@@ -65,13 +65,17 @@ function M.new(dtype, shard, sequence_parallel)
     n.attrs.hidden_by = column
     n.attrs.note = (n.attrs.note or "") .. "; under " .. column .. "'s weight-gradient GEMM (Megatron's async overlap)"
   end
-  -- `column` (a backward collective only): the column-parallel linear it runs under, as tp_in's below
-  function g.comm(op, name, shape, direction, note, column)
+  -- `column` (a backward collective only): the column-parallel linear it runs under, as tp_in's below; `dtype`: the
+  -- values' element type where it is not the graph's (default g.dtype)
+  function g.comm(op, name, shape, direction, note, column, dtype)
     if not shard or shard.tp == 1 then return end
-    shard.comm(nodes, g, op, name, shape, direction, note)
+    local place = dtype and { layer = g.layer, count = g.count, dtype = dtype } or g
+    shard.comm(nodes, place, op, name, shape, direction, note)
     hide_under(column)
   end
-  function g.all_reduce(name, shape, direction, note, column) g.comm("all_reduce", name, shape, direction, note, column) end
+  function g.all_reduce(name, shape, direction, note, column, dtype)
+    g.comm("all_reduce", name, shape, direction, note, column, dtype)
+  end
   function g.tp_in(name, shape, note, read, column)
     local whole = read == false
     read = read or shape
@@ -123,13 +127,10 @@ function M.causal_lm_loss(g, b, s, V, opts)
     g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
     g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
   end
-  g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
   -- three values per token of the loss's own dtype: fp32 where the logits were upcast (Megatron-LM's vocab-parallel
   -- cross-entropy reduces them after .float(); they were priced at the compute dtype's 2 bytes)
-  local last = g.nodes[#g.nodes]
-  if M.upcasts(g) and last.name == "loss.tp_all_reduce" and g.plan then
-    require("neusight.parallel").retype(g.plan, last, "fp32")
-  end
+  g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit",
+    nil, M.upcasts(g) and "fp32" or nil)
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -1032,7 +1032,19 @@ tr_sub("kernel_dur_huge", k1, '"ts": 30, "dur": 1e308', "'dur' must be at most 1
 tr_sub("kernel_dur_above_1e10", k1, '"ts": 30, "dur": 2e10', "'dur' must be at most 1e10 microseconds", true)
 tr_sub("kernel_dur_negative", k1, '"ts": 30, "dur": -2.5', "negative 'dur'", true)
 tr_sub("kernel_dur_nan", k1, '"ts": 30, "dur": NaN', "invalid JSON", true)
-tr_sub("kernel_dur_string", k1, '"ts": 30, "dur": "long"', "missing number 'dur'", true)
+tr_sub("kernel_dur_string", k1, '"ts": 30, "dur": "long"', "'dur' must be a number (got a string \"long\")", true)
+tr_sub("kernel_dur_numeric_string", k1, '"ts": 30, "dur": "12.5"', "'dur' must be a number (got a string \"12.5\")", true)
+tr_sub("kernel_dur_null", k1, '"ts": 30, "dur": null', "'dur' must be a number (got null)", true)
+tr_sub("kernel_dur_bool", k1, '"ts": 30, "dur": true', "'dur' must be a number (got a boolean true)", true)
+tr_sub("kernel_ts_string", k1, '"ts": "30", "dur": 2.5', "'ts' must be a number (got a string \"30\")", true)
+tr_sub("kernel_ts_missing", k1, '"dur": 2.5', "missing number 'ts'", true)
+tr_sub("cpu_dur_string", '"ts": 10, "dur": 50', '"ts": 10, "dur": "50"',
+       "event 'aten::linear': 'dur' must be a number (got a string \"50\")", true)
+tr_sub("cpu_ts_array", '"ts": 10, "dur": 50', '"ts": [10], "dur": 50', "event 'aten::linear': 'ts' must be a number (got an array)", true)
+tr_sub("cpu_pid_fraction", '"pid": 1, "tid": 1, "ts": 10, "dur": 50', '"pid": 1.5, "tid": 1, "ts": 10, "dur": 50',
+       "event 'aten::linear': 'pid' must be an integer or a string (got the number 1.5)", true)
+tr_sub("cpu_tid_null", '"pid": 1, "tid": 1, "ts": 10, "dur": 50', '"pid": 1, "tid": null, "ts": 10, "dur": 50',
+       "event 'aten::linear': 'tid' must be an integer or a string (got null)", true)
 tr_sub("kernel_dur_missing", k1, '"ts": 30', "missing number 'dur'", true)
 tr_sub("kernel_dur_overflow", k1, '"ts": 30, "dur": 1e999', "invalid JSON: number overflow parsing '1e999'")
 tr_sub("kernel_ts_huge", k1, '"ts": 1e300, "dur": 2.5', "'ts' must be a time stamp within 1e17 microseconds", true)

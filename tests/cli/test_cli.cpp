@@ -5,6 +5,9 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli_csv.h"
 #include "test_util.h"
@@ -450,6 +453,34 @@ TEST_CASE("eval kernels: per-row JSON, per GPU x family summary, unhandled rows 
   for (const auto& row : roof["rows"]) CHECK(double(row["predicted_ms"]) <= double(row["measured_ms"]));
 }
 
+TEST_CASE("eval kernels: a family priced by the roofline fallback says so on stderr and in the JSON", "[cli][eval]") {
+  // --weights weights/nvidia (the vendor folder, not the root) holds no nvidia/<family> folder: the tensor-core rows
+  // fall back to the roofline, which the predictor warns of; eval printed the fallback's MAPE without a word.
+  const auto wrong = run_cli("eval kernels tests/fixtures/aiconfigurator/gemm.csv --weights weights/nvidia --format json");
+  INFO(wrong.err);
+  REQUIRE(wrong.code == 0);
+  const json w = parse_json(wrong);
+  REQUIRE(w["warnings"].is_array());
+  bool tc16 = false;
+  for (const auto& line : w["warnings"]) tc16 = tc16 || std::string(line).find("no gemm_tc16 weights for nvidia GPUs") == 0;
+  CHECK(tc16);
+  CHECK(wrong.err.find("neusight: warning: no gemm_tc16 weights for nvidia GPUs in weights/nvidia/nvidia") !=
+        std::string::npos);
+  // said once, however many forecasts the rows take
+  const auto first = wrong.err.find("no gemm_tc16 weights");
+  CHECK(wrong.err.find("no gemm_tc16 weights", first + 1) == std::string::npos);
+  // the bundled weights price every row by the tile model: nothing to say
+  const auto right = run_cli("eval kernels tests/fixtures/aiconfigurator/gemm.csv --format json");
+  INFO(right.err);
+  CHECK(parse_json(right)["warnings"].empty());
+  CHECK(right.err.find("warning") == std::string::npos);
+  // a --weights no predictor reads is said once, not twice (the predictor's warnings end with the session's note)
+  const auto unused = run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --weights tests");
+  const auto note = unused.err.find("--weights tests has no effect");
+  REQUIRE(note != std::string::npos);
+  CHECK(unused.err.find("--weights tests has no effect", note + 1) == std::string::npos);
+}
+
 TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "[cli][train]") {
   temp_dir t;
   const auto out = (t.path / "nvidia/layernorm").string();
@@ -647,6 +678,33 @@ TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
   const auto r = run_cli("predict --model gpt2_large --gpu h100");
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
+}
+
+// train --family F: every row of another family is counted under "family X not requested", one line per family in
+// the order of their names, whatever else would be said of the row (an fp8-cache attention row was counted as
+// "never trained on", so 4 of the 6 prefill and 2 of the 3 decode rows went unnamed under their family).
+TEST_CASE("train --dry-run --family names every family it skips once with all its rows", "[cli][train]") {
+  temp_dir t;
+  const auto r = run_cli("train --dry-run --family gemm_tc16 --data tests/fixtures/aiconfigurator tests/fixtures/bench "
+                         "--out '" + (t.path / "w").string() + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  std::vector<std::string> families;
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);)
+    if (const auto at = line.find(" not requested"); at != std::string::npos) families.push_back(line.substr(0, at));
+  // context_attention.csv: 6 bf16-compute rows (2 with a bf16 cache, 4 with an fp8 one, one of them windowed);
+  // generation_attention.csv: 3 (the fp8-compute row is not modelled, counted as that); gemm.csv: 1 fp8 row
+  // (fp8_block and nvfp4 not modelled); bench: 7 bmm and 400 layer norm rows
+  CHECK(families == std::vector<std::string>{
+                        "neusight: skipped 3 rows: family attention_decode",
+                        "neusight: skipped 6 rows: family attention_prefill",
+                        "neusight: skipped 7 rows: family bmm",
+                        "neusight: skipped 1 rows: family gemm_fp8",
+                        "neusight: skipped 400 rows: family layernorm",
+                    });
+  CHECK(r.err.find("never trained on") == std::string::npos);  // those rows are of families not requested
+  CHECK(r.out.find("gemm_tc16 (nvidia): 2 rows from 1 GPUs (B200)") != std::string::npos);
 }
 
 // train --dry-run: the rows read as training reads them, the manifest keys they alone decide printed as weights_save

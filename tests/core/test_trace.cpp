@@ -76,6 +76,20 @@ TEST_CASE("trace: malformed Chrome traces", "[trace]") {
   CHECK_THROWS_WITH(trace_parse_chrome("[\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 1}]",
                                        "inline.json"),
                     "inline.json:2: event 'aten::mm': missing number 'dur'");
+  // a number of the wrong JSON type is named with its type and text, not reported missing
+  auto event = [](const std::string& fields) {
+    return trace_parse_chrome("[\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", " + fields + "}]",
+                              "trace.json");
+  };
+  CHECK_THROWS_WITH(event(R"("ts": 1, "dur": "12.5")"),
+                    "trace.json:2: event 'aten::mm': 'dur' must be a number (got a string \"12.5\")");
+  CHECK_THROWS_WITH(event(R"("ts": "1", "dur": 2)"), "trace.json:2: event 'aten::mm': 'ts' must be a number (got a string \"1\")");
+  CHECK_THROWS_WITH(event(R"("ts": 1, "dur": null)"), "trace.json:2: event 'aten::mm': 'dur' must be a number (got null)");
+  CHECK_THROWS_WITH(event(R"("ts": 1, "dur": {})"), "trace.json:2: event 'aten::mm': 'dur' must be a number (got an object)");
+  CHECK_THROWS_WITH(event(R"("pid": 1.5, "tid": 1, "ts": 1, "dur": 2)"),
+                    "trace.json:2: event 'aten::mm': 'pid' must be an integer or a string (got the number 1.5)");
+  CHECK_THROWS_WITH(event(R"("pid": 1, "tid": false, "ts": 1, "dur": 2)"),
+                    "trace.json:2: event 'aten::mm': 'tid' must be an integer or a string (got a boolean false)");
   // hf_trace.py's metadata: a mode it does not write is an error (a misspelled "decode" calibrated as another phase)
   const std::string events = R"("traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}])";
   CHECK_THROWS_WITH(trace_parse_chrome("{\"neusight\": {\"mode\": \"decoding\"}, " + events + "}", "m.json"),
