@@ -89,19 +89,16 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
-std::string_view wave_share_name(wave_share s) {
-  return s == wave_share::sm_stream ? "sm_stream" : s == wave_share::sm_share ? "sm_share" : "fair_share";
-}
+std::string_view wave_share_name(wave_share s) { return s == wave_share::sm_share ? "sm_share" : "fair_share"; }
 
 std::optional<wave_share> wave_share_parse(std::string_view s) {
   if (s == "fair_share") return wave_share::fair_share;
   if (s == "sm_share") return wave_share::sm_share;
-  if (s == "sm_stream") return wave_share::sm_stream;
   return std::nullopt;
 }
 
 wave_share wave_share_trained(family f) {
-  return f == family::gemm_tc16 ? wave_share::sm_stream : wave_share::fair_share;
+  return f == family::gemm_tc16 ? wave_share::sm_share : wave_share::fair_share;
 }
 
 double tile_base_seconds(double blocks, double sms, double tile_gflop, double peak_gflops, double ai_bw_gflops,
@@ -113,11 +110,6 @@ double tile_base_seconds(double blocks, double sms, double tile_gflop, double pe
   const double last = blocks - (waves - 1) * sms;  // the last wave's blocks, in (0, SMs]
   const double draw = std::max(last, sms / tile_sm_bandwidth_share);  // the bandwidth's divisor per block
   return (waves - 1) * full + tile_gflop * std::max(sms / peak_gflops, draw / ai_bw_gflops);
-}
-
-double tile_shown_waves(double waves, double ridge_log2, wave_share share) {
-  if (share != wave_share::sm_stream || ridge_log2 < transfer_ridge_clamp) return waves;
-  return std::min(waves, tile_stream_waves);
 }
 
 tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv,
@@ -210,7 +202,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const 
   }
   if (fam && family_transfer_features(*fam)) {
     f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
-           float(std::log2(tile_shown_waves(f.waves, std::log2(peak / (ai * bw)), share))), float(blocks / (f.waves * sms)),
+           float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
            float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp))};
   } else {
     // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak

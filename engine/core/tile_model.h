@@ -97,35 +97,21 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
 // weights' `partial_wave` in model.toml, tile_model::partial_wave; weights/PARTIAL_WAVE_RULE.md):
 // - fair_share (absent from the manifest; weights trained before the key, gemm_fp8, the fp32 / attention families):
 //   every wave is priced as all SMs each running one tile at its 1/SMs share of the roofline, full or not;
-// - sm_share (written by `neusight train` for gemm_tc16 before sm_stream, adopted with the 16-bit split of scripts/tiling/gemm.lua
+// - sm_share (written by `neusight train` for gemm_tc16 only, adopted with the 16-bit split of scripts/tiling/gemm.lua
 //   as variant D3 of weights/PARTIAL_WAVE_RULE.md; gemm_fp8 keeps fair_share): in a partial wave compute stays per SM (a tile
 //   at peak / SMs) while the b blocks share the bandwidth, each drawing bw / max(b, SMs / c) — no SM more than c times
 //   its fair share bw / SMs (one SM cannot saturate DRAM alone), c = tile_sm_bandwidth_share. Full waves are priced
 //   as under fair_share (the same expression at b = SMs).
-// - sm_stream (written by `neusight train` for gemm_tc16: weights/WEIGHT_STREAM_RULE.md): sm_share's base, and the
-//   network shown at most tile_stream_waves waves (its log2(W) feature) for a kernel purely on the bandwidth side of
-//   the ridge (log2(peak / (AI·bw)) ≥ transfer_ridge_clamp, the fifth feature at its clamp): such a kernel streams its
-//   bytes without wave barriers (a CTA of the next wave starts when one of the last ends), its partial last wave is in
-//   the base, and the ramp of each wave is amortised by the latency form's 1 − σ(o0)/W, whose W stays the kernel's.
-//   The data's large bandwidth-bound rows (weight streaming: n·k ≥ 2^24) reach W 3 at most; beyond, the network
-//   extrapolated each way (D3's forecast of the H100's grouped Mixtral gate-up BMM, W 6: 2.10 TB/s of 3.35).
-enum class wave_share { fair_share, sm_share, sm_stream };
+enum class wave_share { fair_share, sm_share };
 std::string_view wave_share_name(wave_share s);
 std::optional<wave_share> wave_share_parse(std::string_view s);
-// What `neusight train` gives a family's new weights: sm_stream for gemm_tc16, fair_share otherwise (gemm_fp8 included).
+// What `neusight train` gives a family's new weights: sm_share for gemm_tc16, fair_share otherwise (gemm_fp8 included).
 wave_share wave_share_trained(family f);
 // c: how many times its fair share of the bandwidth (bw / SMs) one SM's blocks draw at most. Not fitted: Little's law
 // (a tensor-core mainloop CTA keeps ≈ 48–96 KB in flight; at ≈ 0.6–0.8 µs DRAM latency 60–160 GB/s, 2.4–6.3× the H100
 // SXM's 25 GB/s per SM) and the training rows' K slopes at a few CTAs (L40S ≈ 5.4×, B200 1.7–3.4× their fair
 // shares); a per-SM rate from clocks fits those rows worse (weights/PARTIAL_WAVE_RULE.md).
 constexpr double tile_sm_bandwidth_share = 4;
-// The most waves sm_stream shows the network for a purely bandwidth-bound kernel: the largest W the data's large
-// bandwidth-bound rows reach with hundreds of rows on every training GPU (W 2: 677–684 per GPU), fixed before any
-// run (weights/WEIGHT_STREAM_RULE.md), not fitted.
-constexpr double tile_stream_waves = 2;
-// The waves the network sees (its log2(W) feature): `waves`, or at most tile_stream_waves under sm_stream for a kernel
-// with log2(peak / (AI·bw)) = ridge_log2 ≥ transfer_ridge_clamp. The one source of the rule.
-double tile_shown_waves(double waves, double ridge_log2, wave_share share);
 // The latency at utilisation 1 of `blocks` tiles of tile_gflop GFLOP each on `sms` SMs, at a GPU peak of
 // peak_gflops GFLOP/s and a kernel bandwidth roof of ai_bw_gflops (arithmetic intensity × bandwidth, GFLOP/s):
 //   fair_share: W · tile_gflop · SMs / min(peak, AI·bw), W = ⌈blocks / SMs⌉;

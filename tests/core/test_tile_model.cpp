@@ -378,7 +378,7 @@ TEST_CASE("partial-wave base: sm_share shares the bandwidth among the wave's blo
     CHECK(s >= before);
     before = s;
   }
-  CHECK(wave_share_trained(family::gemm_tc16) == wave_share::sm_stream);
+  CHECK(wave_share_trained(family::gemm_tc16) == wave_share::sm_share);
   for (family f : {family::gemm_fp8, family::bmm, family::linear, family::elementwise, family::softmax, family::layernorm,
                    family::attention_prefill, family::attention_decode})
     CHECK(wave_share_trained(f) == wave_share::fair_share);
@@ -438,50 +438,12 @@ TEST_CASE("partial_wave in model.toml: written when not fair_share, read back, a
     INFO("partial_wave = " << bad);
     CHECK_THROWS_WITH(weights_load(t.path / "tc"),
                       Catch::StartsWith(where + ":") &&
-                          Catch::Contains("'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_stream\""));
+                          Catch::Contains("'partial_wave' must be \"fair_share\" or \"sm_share\""));
   }
-  m.partial_wave = wave_share::sm_stream;
-  weights_save(t.path / "stream", m, p);
-  CHECK(ns_test::slurp(t.path / "stream/model.toml").find("partial_wave = 'sm_stream'") != std::string::npos);
-  CHECK(weights_load(t.path / "stream").partial_wave == wave_share::sm_stream);
   std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
                                                                   "partial_wave = 'sm_shares'");
   CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("did you mean 'sm_share'"));
   std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
                                                                   "partial_wav = 'sm_share'");
   CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("unknown key 'partial_wav'"));
-}
-
-// Streaming waves (weights/WEIGHT_STREAM_RULE.md): under sm_stream a purely bandwidth-bound kernel (log2(peak / (AI·bw))
-// ≥ transfer_ridge_clamp) shows the network at most tile_stream_waves waves; its base is sm_share's, its latency form
-// keeps its own W; compute-side kernels and the other shares keep log2(W).
-TEST_CASE("streaming waves: sm_stream shows a bandwidth-bound kernel at most two waves, nothing else changes", "[neusight]") {
-  CHECK(tile_shown_waves(6, 1.0, wave_share::sm_stream) == 2);
-  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_stream) == 2);
-  CHECK(tile_shown_waves(1, 3.5, wave_share::sm_stream) == 1);
-  CHECK(tile_shown_waves(6, 0.99, wave_share::sm_stream) == 6);  // not purely bandwidth-bound
-  CHECK(tile_shown_waves(6, -2, wave_share::sm_stream) == 6);
-  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_share) == 6);
-  CHECK(tile_shown_waves(6, 3.5, wave_share::fair_share) == 6);
-  const gpu_spec h100sxm = gpu_spec_load(source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
-  // Mixtral-8x7B's grouped gate-up at decode: 7 experts × 3 rows × 4096 → 28672 on 64 × 256 tiles, 784 blocks, 6 waves
-  kernel k = gemm(kernel_kind::bmm, 7, 3, 4096, 28672, 64, 256);
-  k.dtype = "bf16";
-  k.bytes = 7 * 2.0 * (3 * 4096 + 4096 * 28672 + 3 * 28672);
-  const tile_features share = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_share);
-  const tile_features stream = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_stream);
-  REQUIRE(share.waves == 6);
-  CHECK(share.x[2] == Approx(std::log2(6.0)));
-  CHECK(stream.x[2] == 1);  // log2(2)
-  CHECK(stream.waves == 6);
-  CHECK(stream.base_seconds == share.base_seconds);
-  for (size_t i : {0, 1, 3, 4}) CHECK(stream.x[i] == share.x[i]);
-  // a compute-bound GEMM keeps its waves: 4096 × 4096 → 28672 on 128 × 256 tiles
-  kernel c = gemm(kernel_kind::gemm, 1, 4096, 4096, 28672, 128, 256);
-  c.dtype = "bf16";
-  c.bytes = 2.0 * (4096.0 * 4096 + 4096.0 * 28672 + 4096.0 * 28672);
-  const tile_features cs = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_share);
-  const tile_features ct = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_stream);
-  REQUIRE(cs.waves > 2);
-  CHECK(ct.x == cs.x);
 }
