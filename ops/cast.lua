@@ -17,8 +17,20 @@ end
 return {
   name = "cast",
   doc = "dtype conversion x.to(dtype): MEM(in, out), in read as attrs.from, out written as node.dtype; bw the same bytes",
-  attrs = rules.attrs { "no_grad", from = "string: the source dtype (default: node.dtype, a plain copy)" },
+  attrs = rules.attrs { "no_grad", from = "string: the source dtype (default: node.dtype, a plain copy)",
+    autocast_weight = "boolean: torch.autocast's cast of an fp32 GEMM weight (neusight.nodes): its input is the "
+      .. "parameter (model state) and its output autocast's cached copy (memory workspace): no temporary",
+    output_shared = "boolean: the output is the buffer the next node saves (Megatron's in-place vocab-parallel "
+      .. "cross-entropy keeps the upcast logits as its softmax): counted there, the temporary is the input only" },
   saves = rules.saves_nothing, -- ToCopyBackward keeps no tensor (autocast's cached weight copies: neusight.memory)
+  -- Input and output alive at once (neusight.memory's default, in their own element sizes); with attrs.output_shared
+  -- the output is the next node's saved tensor, counted among the activations, and only the input is extra.
+  temporary = function(node)
+    if node.attrs.autocast_weight then return 0 end
+    local input = K.numel(rules.input(node, 1)) * K.dtype_bytes(node.attrs.from or node.dtype)
+    if node.attrs.output_shared then return input end
+    return input + K.numel(node.output) * K.dtype_bytes(node.dtype)
+  end,
   forward = function(node) return { kernel(node) } end,
   backward = function(node) return node.attrs.no_grad and {} or { kernel(node) } end,
 }

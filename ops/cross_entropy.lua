@@ -26,7 +26,9 @@ return {
   doc = "CE loss on logits (T,V): VECsoftmax(T,V) + MEM((T,),(T,)); bw MEM((T,V)) zero-fill + VECsub(T,V)",
   attrs = rules.attrs { from = "string: the logits' dtype before their upcast to node.dtype (HF's logits.float(), "
     .. "autocast's cast to fp32; a cast node before this one moves them): the model's output the memory temporary "
-    .. "counts (default: node.dtype)" },
+    .. "counts (default: node.dtype)",
+    inplace = "boolean: Megatron-Core's vocab-parallel cross-entropy, which works in the upcast logits' own buffer "
+      .. "(the saved softmax) forward and backward: the temporary is the logits (or their gradient) in `from` only" },
   -- log_softmax keeps its output for backward (in the loss's dtype: fp32 where the stack upcasts), nll_loss the int64
   -- targets
   saves = function(node)
@@ -36,9 +38,15 @@ return {
   -- the peak of the step is often here: the logits (kept as the model's output, in their own dtype) and, in backward,
   -- two (T, V) gradients at once in the loss's dtype (of the log-probabilities and of the logits); inference: the
   -- logits and the log-probabilities
+  -- Megatron-Core's _VocabParallelCrossEntropy (attrs.inplace) subtracts the max, exponentiates and normalises in the
+  -- fp32 logits' own buffer and saves that buffer as the softmax; its backward writes the gradient into it (grad_input
+  -- = softmax, then in-place updates), so beyond the saved softmax only the 16-bit logits (forward) or their
+  -- gradient's cast back (backward) are alive: T·V in `from`.
   temporary = function(node)
     local T, V = dims(node)
-    return T * V * K.dtype_bytes(node.attrs.from or node.dtype) + 2 * K.dtype_bytes(node.dtype) * T * V
+    local logits = T * V * K.dtype_bytes(node.attrs.from or node.dtype)
+    if node.attrs.inplace then return logits end
+    return logits + 2 * K.dtype_bytes(node.dtype) * T * V
   end,
   forward = function(node)
     local T, V = dims(node)

@@ -48,13 +48,21 @@ return {
       .. "encoder: BERT, ViT, T5's encoder; cross-attention)",
     dropout = "number: dropout probability inside the kernel (no DRAM traffic: ignored)",
     window = "integer: a causal sliding window of this many keys per query, run as FlashAttention's windowed kernel "
-      .. "(the key tiles outside the band skipped: neusight.kernels.window_attention)" },
+      .. "(the key tiles outside the band skipped: neusight.kernels.window_attention)",
+    output_shared = "boolean: the output O reaches the next linear as a view (no copy), which saves it as its input: "
+      .. "not counted again here (neusight.memory)" },
   check = rules.check_attention,
   -- The FlashAttention kernels keep Q, K, V, the output O and the per-row logsumexp (b·h·sq fp32) for backward, never
-  -- the s × s scores (the backward kernel recomputes them)
+  -- the s × s scores (the backward kernel recomputes them). PyTorch's flash, memory-efficient and cuDNN kernels write
+  -- O in (b, sq, heads, dv) order and return a transposed view of it, so HF's `transpose(1, 2).contiguous()` and
+  -- reshape, and Megatron-Core's view, copy nothing: the output projection saves the very storage O is (the
+  -- profiler traces in tests/fixtures/traces/hf show transpose → reshape → view → linear, no copy). A builder says so
+  -- with attrs.output_shared, and O is counted once, on the projection (which keeps it under selective recomputation
+  -- too, where this node keeps only Q, K and V).
   saves = function(node)
     local b, sq, _, _, h = dims(node)
-    return rules.saved_inputs(node, { 1, 2, 3 }) + rules.tensor_bytes(node, node.output) + 4 * b * h * sq
+    local out = node.attrs.output_shared and 0 or rules.tensor_bytes(node, node.output)
+    return rules.saved_inputs(node, { 1, 2, 3 }) + out + 4 * b * h * sq
   end,
   forward = function(node) return { kernel(node, "") } end,
   backward = function(node) return { kernel(node, "_bwd") } end,

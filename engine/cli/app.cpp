@@ -54,7 +54,7 @@ const std::vector<list_flag>& list_flags() {
       {"context", "context", &F::context, true},  {"dp", "dp", &F::dp, true},
       {"tp", "tp", &F::tp, true},                 {"pp", "pp", &F::pp, true},
       {"ep", "ep", &F::ep, true},                 {"microbatches", "mb", &F::microbatches, true},
-      {"recompute", "recompute", &F::recompute, false}};
+      {"recompute", "recompute", &F::recompute, false}, {"zero", "zero", &F::zero, true}};
   return flags;
 }
 
@@ -99,6 +99,10 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
   if (f.sequence_parallel) o["parallel.sequence_parallel"] = true;
   if (f.distributed_optimizer) o["parallel.distributed_optimizer"] = true;
+  // a stage's digit as an integer; anything else as typed, for parallel/config.lua's error (--zero: 0, 1, 2 or 3 …)
+  if (!f.zero.empty())
+    o["parallel.zero"] = f.zero.size() == 1 && f.zero[0] >= '0' && f.zero[0] <= '9' ? integer(f.zero)
+                                                                                     : workload_value(f.zero);
   return o;
 }
 

@@ -77,6 +77,7 @@ struct forecast_flags {
   int64_t virtual_stages = 0;       // --virtual-stages: model chunks per device (interleaved schedule); 0 = the default
   double bucket_mb = 0;             // --bucket-mb: gradient bucket size; 0 = the default
   std::string overlap_grad_reduce;  // --overlap-grad-reduce on|off; "" = the default (on)
+  std::string zero;                 // --zero N: ZeRO stage (parallel.zero; scripts/neusight/parallel/config.lua checks it)
   bool sequence_parallel = false, distributed_optimizer = false;
 };
 

@@ -273,10 +273,8 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   std::set<const gpu_spec*> gpus;
   for (size_t i = 0; i < d.rows.size(); ++i) by_run[{d.rows[i].gpu, d.rows[i].kv_cache}].push_back(i), gpus.insert(d.rows[i].gpu);
   std::vector<double> predicted(d.rows.size());
-  // What the predictor says of its forecasts (a family priced by the roofline fallback because the weights root holds
-  // no weights of it for the GPU's vendor: `--weights weights/nvidia` instead of `--weights weights`), once each, in
-  // the order first said: on stderr and in the JSON, never silently.
-  std::vector<std::string> warnings;
+  // what the predictor says of its forecasts: on stderr and in the JSON, once each (cli/paths.h)
+  predictor_warnings said;
   progress(fmt::format("{} rows read from {} files; predicting them on {} GPUs", d.rows.size(), d.files.size(),
                        gpus.size()));
   size_t done = 0;
@@ -288,15 +286,9 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     for (size_t i : idx) ks.push_back({0, phase::forward, d.rows[i].k});
     const auto sec = pred->predict(ks, *gpu);
     for (size_t j = 0; j < idx.size(); ++j) predicted[idx[j]] = sec[j] * 1e3;
-    for (auto& w : pred->warnings())
-      if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(std::move(w));
+    said.take(*pred);
   }
-  // the predictor's warnings end with the session's weights_unused_note (weights_noted_predictor); with no row
-  // predicted, ask the session for it
-  if (std::string note = s.weights_unused_note();
-      !note.empty() && std::find(warnings.begin(), warnings.end(), note) == warnings.end())
-    warnings.push_back(std::move(note));
-  for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  const std::vector<std::string> warnings = said.say(s);
   struct agg {
     std::vector<double> ape;
     size_t tiles = 0, tile_hits = 0;

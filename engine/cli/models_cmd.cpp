@@ -133,6 +133,7 @@ int eval_models_main(const eval_models_flags& f) {
   std::map<std::string, std::optional<gpu_spec>> gpus;  // folder name → spec
   std::map<std::string, opgraph> graphs;                // csv path → parsed graph
   std::set<std::string> warned;
+  predictor_warnings said;  // the predictor's of every label's forecast: on stderr and in the JSON, once each
   std::vector<result_row> rows;
 
   for (const auto& file : label_files(f.labels)) {
@@ -192,8 +193,8 @@ int eval_models_main(const eval_models_flags& f) {
       continue;
     }
     // the label's graph forecast as predict --graph forecasts it (cli/graph_run.h: scripts/neusight/pipeline.lua
-    // finish, a pipeline.lua of your own under --scripts applies); the pipeline's warnings (the predictor's, memory)
-    // are not shown here, as before, but for the host overhead's (below); the graph's and its plan's once each; its
+    // finish, a pipeline.lua of your own under --scripts applies); of the pipeline's warnings, the predictor's (`said`,
+    // at the end) and the host overhead's (below) are said, not the memory's; the graph's and its plan's once each; its
     // error names the label
     graph_run run;
     run.mode = tag->mode, run.layers = l.num_layer, run.batch = int64_t(tag->batch), run.seq = int64_t(tag->seq);
@@ -207,6 +208,7 @@ int eval_models_main(const eval_models_flags& f) {
     const session::finished finished =
         graph_forecast(s, og, gpu, [&]() -> const predictor& { return *pred; }, std::move(run), &layers);
     const session::finished& done = finished;
+    said.take(*pred);
     for (const auto& w : done.overhead_notes)  // an --overhead on that changed nothing: once per GPU
       if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     const forecast& fc = *done.fc;
@@ -330,7 +332,7 @@ int eval_models_main(const eval_models_flags& f) {
     j["rows"] = std::move(jr);
     j["summary"] = std::move(js);
     j["skipped"] = skipped;
-    weights_note_say(s);
+    j["warnings"] = said.say(s);
     emit(j.dump(2) + "\n", f.output);
     return 0;
   }
@@ -385,7 +387,7 @@ int eval_models_main(const eval_models_flags& f) {
     }
   }
   out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
-  weights_note_say(s);
+  said.say(s);
   emit(out, f.output);
   return 0;
 }

@@ -1,6 +1,7 @@
 // engine/cli/paths.cpp — locating the data root from the executable's own path (/proc/self/exe).
 #include "cli/paths.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -69,9 +70,23 @@ session_options session_options_for(const std::vector<std::string>& ops_dirs, co
   return o;
 }
 
-void weights_note_say(const session& s) {
-  if (const std::string note = s.weights_unused_note(); !note.empty())
-    std::fprintf(stderr, "neusight: warning: %s\n", note.c_str());
+void predictor_warnings::take(const predictor& p) {
+  for (auto& w : p.warnings())
+    if (std::find(said_.begin(), said_.end(), w) == said_.end()) said_.push_back(std::move(w));
+}
+
+std::vector<std::string> predictor_warnings::said(const session& s) const {
+  std::vector<std::string> out = said_;
+  // the predictor's warnings end with it already (weights_noted_predictor) once it predicted anything
+  if (std::string note = s.weights_unused_note(); !note.empty() && std::find(out.begin(), out.end(), note) == out.end())
+    out.push_back(std::move(note));
+  return out;
+}
+
+std::vector<std::string> predictor_warnings::say(const session& s) const {
+  std::vector<std::string> out = said(s);
+  for (const auto& w : out) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  return out;
 }
 
 }  // namespace ns

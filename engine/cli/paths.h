@@ -29,8 +29,21 @@ session_options session_options_for(const std::vector<std::string>& ops_dirs, co
                                     const std::vector<std::string>& gpus_dirs, bool verbose, bool calibration = true);
 
 class session;
-// After its predictions, a command that does not print the predictor's warnings() (eval, scale) names on stderr a
-// --weights no predictor read (session::weights_unused_note); a forecast carries it in its warnings.
-void weights_note_say(const session& s);
+class predictor;
+// What a command that prints no forecast of its own (eval kernels, eval models, scale) says of its predictor's
+// forecasts, as a forecast carries them in its warnings: the predictor's warnings() after each prediction (take: a
+// family priced by the roofline fallback because the weights root holds none of it for the GPU's vendor, --weights
+// weights/nvidia instead of --weights weights; …), once each in the order first said, ending with the session's
+// weights_unused_note (a --weights no predictor read; said also where no prediction was made). said(): the list, for
+// the command's JSON (warnings) or its own warnings; say(): the same, each on stderr, never silently.
+class predictor_warnings {
+ public:
+  void take(const predictor& p);
+  std::vector<std::string> said(const session& s) const;
+  std::vector<std::string> say(const session& s) const;
+
+ private:
+  std::vector<std::string> said_;
+};
 
 }  // namespace ns

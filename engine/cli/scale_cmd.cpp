@@ -240,6 +240,7 @@ std::unique_ptr<predictor> scale_predictor(session& s, const scale_flags& f, con
 struct pair_seconds {
   std::vector<double> from, to;
   std::vector<std::string> rule;  // per kernel: how destination() moved it
+  std::vector<std::string> warnings;  // the predictor's of both runs, once each (cli/paths.h predictor_warnings)
 };
 pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<kernel_instance>& ks,
                           const gpu_spec& from, const gpu_spec& to) {
@@ -249,9 +250,12 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
     return pred.predict(tiled, g);
   };
   pair_seconds out;
+  predictor_warnings said;
   out.from = run(from);
+  said.take(pred);
   const std::vector<double> to_s = run(to);
-  weights_note_say(s);
+  said.take(pred);
+  out.warnings = said.said(s);
   // scripts/neusight/scale.lua destination(k, from, to) per kernel: k its predicted seconds and roofline terms (compute
   // and memory seconds) on both GPUs and the GPU file key of the peak its compute runs on (core/roofline.h
   // roofline_peak_key); back: the destination seconds and the rule that gave them (a string or nil)
@@ -320,6 +324,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   if (!k_from.empty()) {
     const auto pred = scale_predictor(s, f, root);
     sec = predict_pair(s, *pred, k_from, from, to);
+    rep.warnings.insert(rep.warnings.end(), sec.warnings.begin(), sec.warnings.end());
   }
 
   size_t skipped = 0;
@@ -588,6 +593,7 @@ int scale_main(const scale_flags& f) {
   const std::vector<kernel_instance> k_from = opgraph_kernels(og, training);
   const auto pred = scale_predictor(s, f, root);
   const pair_seconds sec = predict_pair(s, *pred, k_from, from, to);
+  warnings.insert(warnings.end(), sec.warnings.begin(), sec.warnings.end());
   const std::vector<double>&sec_from = sec.from, &sec_to = sec.to;
 
   // Per (node, phase): predicted ms on both GPUs and the family of the dominant kernel.

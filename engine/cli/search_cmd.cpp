@@ -42,6 +42,8 @@ struct candidate {
   bool fits = false;
   // it would fit under the distributed optimizer, off here (parallel_report::distributed_optimizer_fits)
   bool distributed_optimizer_fits = false;
+  int64_t zero = 0;       // its ZeRO stage (the plan's: parallel.zero)
+  int64_t zero_fits = 0;  // the least higher ZeRO stage it would fit under, where it does not fit (0: none)
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
   figure_inputs floor_in = {};
@@ -89,6 +91,7 @@ struct variant {
   std::string schedule;
   int64_t virtual_stages = 0;
   bool shared_build = false;
+  int64_t zero = -1;  // the ZeRO stage (--zero), -1: not given (the workload's)
 };
 
 // What the layouts' forecasts warn of, told once for the whole search. The workload's warnings (what a flag given
@@ -146,7 +149,8 @@ int search_main(const search_flags& f) {
   // search.lua choices' table as it is (session::call): the ranking's formatter reads it too (search.lua format_table)
   const std::string choices_fn = s.module_display("neusight.search") + " choices";
   const nlohmann::ordered_json names =
-      s.call("neusight.search", "choices", {nlohmann::json(items_of(f.schedule)), nlohmann::json(f.recompute)}, 1, "")[0];
+      s.call("neusight.search", "choices",
+             {nlohmann::json(items_of(f.schedule)), nlohmann::json(f.recompute), nlohmann::json(f.zero)}, 1, "")[0];
   const auto field = [&](const char* key) -> const nlohmann::ordered_json* {
     const auto at = names.is_object() ? names.find(key) : names.end();
     return at == names.end() || at->is_null() ? nullptr : &*at;
@@ -181,6 +185,14 @@ int search_main(const search_flags& f) {
     return out;
   };
   const std::vector<bool> shared_build = flags_of("shared_build"), chunks = flags_of("virtual_stages");
+  // the ZeRO stages each layout runs under (search.lua choices zero: --zero's, checked there); none given: the workload's
+  std::vector<int64_t> zero_stages;
+  if (const auto* z = field("zero"); z && z->is_array())
+    for (const auto& x : *z) {
+      if (!x.is_number_integer()) throw error(choices_fn + ": field 'zero' must be an array of integers");
+      zero_stages.push_back(x.get<int64_t>());
+    }
+  if (zero_stages.empty()) zero_stages.push_back(-1);
   if (const auto* v = field("virtual_schedules"); v && !(v->is_array() && std::all_of(v->begin(), v->end(), [](const auto& x) {
                                                     return x.is_string();
                                                   })))
@@ -279,7 +291,9 @@ int search_main(const search_flags& f) {
         if (f.ep > 0 ? ep != f.ep : facts.experts % ep != 0) continue;
         for (size_t si = 0; si < schedules.size(); ++si)
           for (int64_t v : chunks[si] && !vstages.empty() ? vstages : std::vector<int64_t>{0})
-            variants.push_back({ep, schedules[si], v, shared_build[si]});
+            // (without data-parallel training a stage shards nothing: the first stage given stands for them all)
+            for (int64_t z : dp > 1 && training ? zero_stages : std::vector<int64_t>{zero_stages.front()})
+              variants.push_back({ep, schedules[si], v, shared_build[si], z});
       }
       if (f.ep > 0 && dp % f.ep != 0) {  // the fixed ep cannot spread over this dp: a reason, as predict gives it
         ++skipped[fmt::format("--ep {} does not divide dp", f.ep)];
@@ -293,8 +307,16 @@ int search_main(const search_flags& f) {
       // warnings, reasons).
       const size_t nv = variants.size(), nm = choices.size();
       std::vector<std::string> pipeline_skipped(nv);
-      for (size_t vi = 0; vi < nv; ++vi)
+      for (size_t vi = 0; vi < nv; ++vi) {
         pipeline_skipped[vi] = s.search_pipeline_skip(facts.layers, pp, variants[vi].schedule, variants[vi].virtual_stages);
+        // a ZeRO stage the layout does not run with (search.lua zero_skip: parallel/config.lua zero_refusal's reason)
+        if (pipeline_skipped[vi].empty() && variants[vi].zero >= 0) {
+          const auto why = s.call("neusight.search", "zero_skip",
+                                  {nlohmann::json(variants[vi].zero), nlohmann::json(pp), nlohmann::json(variants[vi].ep)},
+                                  1, "")[0];
+          if (why.is_string()) pipeline_skipped[vi] = why.get<std::string>();
+        }
+      }
       struct evaluation {  // one forecast made or the layout's error, of variant `vi`
         size_t vi = 0;
         candidate c;
@@ -310,7 +332,8 @@ int search_main(const search_flags& f) {
       // a and b share a build: both schedules of search.lua's SHARED_BUILD (one model chunk per device), each with
       // its default virtual stages (with --scripts, where another schedule may be registered, `reuse` is off)
       const auto schedule_only = [](const variant& a, const variant& b) {
-        return a.ep == b.ep && a.virtual_stages == 0 && b.virtual_stages == 0 && a.shared_build && b.shared_build;
+        return a.ep == b.ep && a.zero == b.zero && a.virtual_stages == 0 && b.virtual_stages == 0 && a.shared_build &&
+               b.shared_build;
       };
       for (size_t mi = 0; mi < nm; ++mi) {
         const int64_t m = choices[mi];
@@ -341,6 +364,7 @@ int search_main(const search_flags& f) {
             if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
             if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
             if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
+            if (var.zero >= 0) ov["parallel.zero"] = var.zero;
             if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
             if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
             if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
@@ -458,6 +482,8 @@ int search_main(const search_flags& f) {
                 c.memory_gb = par.at("memory_gb").get<double>();
                 c.fits = par.at("fits").get<bool>();
                 c.distributed_optimizer_fits = tl->distributed_optimizer_fits;
+                c.zero = par.at("zero").get<int64_t>();
+                c.zero_fits = tl->zero_fits;
               } else {
                 // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
                 // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
@@ -595,6 +621,16 @@ int search_main(const search_flags& f) {
     // copies and moments enough (scripts/neusight/parallel/memory.lua report)
     if (std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
       helps.push_back("--distributed-optimizer (shards the optimizer state over the data-parallel ranks)");
+    // the least ZeRO stage that makes some layout fit (scripts/neusight/parallel/memory.lua report zero_fits), when it
+    // is more than the distributed optimizer's (which the line above suggests)
+    int64_t least_zero = 0;
+    for (const auto& c : results)
+      if (c.zero_fits > 0 && (least_zero == 0 || c.zero_fits < least_zero)) least_zero = c.zero_fits;
+    if (least_zero >= 2 &&
+        std::none_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
+      helps.push_back(fmt::format("--zero {} (shards the {} over the data-parallel ranks; pp 1 layouts only)", least_zero,
+                                  least_zero == 3 ? "parameters, gradients and optimizer state"
+                                                  : "gradients and optimizer state"));
     if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
       helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",
                                   modes.back(), f.recompute));
@@ -639,7 +675,8 @@ int search_main(const search_flags& f) {
       figs.push_back({{"key", x.key}, {"value", std::move(value)}, {"column", x.column}, {"cell", x.cell}});
     }
     layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"ep", c.ep}, {"microbatches", c.microbatches},
-                       {"schedule", c.schedule}, {"virtual_stages", c.virtual_stages}, {"recompute", c.recompute},
+                       {"schedule", c.schedule}, {"virtual_stages", c.virtual_stages}, {"zero", c.zero},
+                       {"recompute", c.recompute},
                        {"iteration_ms", c.iteration_ms}, {"compute_ms", c.compute_ms},
                        {"exposed_comm_ms", c.exposed_comm_ms}, {"bubble_ms", c.bubble_ms},
                        {"optimizer_ms", c.optimizer_ms}, {"imbalance_ms", c.imbalance_ms}, {"memory_gb", c.memory_gb},

@@ -16,6 +16,9 @@ struct search_flags {
   // "auto": per layout the cheapest recomputation that fits (none → selective → full); "all": every mode, each
   // ranked as a layout of its own; "none" | "selective" | "full": that mode only.
   std::string recompute = "auto";
+  // --zero: ZeRO stages each layout is forecast under ("0,3" or "all"; scripts/neusight/search.lua zero_stages); empty:
+  // the workload's (DDP, or --distributed-optimizer's stage 1)
+  std::string zero;
   int64_t gpus = 0, batch = 0, seq = 0, top = 10, max_tp = 8;
   bool sequence_parallel = false, distributed_optimizer = false, all = false;
   // --router-skew: the routed experts' load imbalance under expert parallelism (every layout; empty: uniform)

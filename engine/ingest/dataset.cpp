@@ -177,8 +177,10 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
   aiconfigurator_load(t, d, resolve, excluded, only, [&](const std::vector<std::string>& row, bench_row& r) {
     const std::string& dt = row[c_dt];
     dtype_spelling_check(dt, r.where, "gemm_dtype", true);
-    const std::string dtype = dt == "bfloat16" ? "bf16" : dt == "float16" ? "fp16" : dt == "fp8" ? "fp8" : "";
-    if (dtype.empty()) return "gemm_dtype '" + dt + "' is not modelled";
+    // the file's own spelling (checked above) of one of our dtypes, named as ours; fp32 and tf32, which no
+    // AIConfigurator file holds, and fp8_block or nvfp4 (no dtype of ours) are not modelled
+    const std::string dtype = dtype_named(dt);
+    if (dtype.empty() || dtype == "fp32" || dtype == "tf32") return "gemm_dtype '" + dt + "' is not modelled";
     kernel& k = r.k;
     k.kind = kernel_kind::gemm, k.name = "Linear", k.dtype = dtype, k.b = 1;
     k.m = to_int(row[c_m], r.where, "m");
@@ -220,10 +222,17 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     const std::string& kvdt = row[c_kvdt];
     dtype_spelling_check(adt, r.where, "attn_dtype", true);
     dtype_spelling_check(kvdt, r.where, "kv_cache_dtype", true);
-    const bool half = adt == "bfloat16" || adt == "float16";
-    if (adt == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
-    const bool prefill = op == "context_attention", fp8_cache = half && kvdt == "fp8";
-    if (!half || (kvdt != adt && kvdt != "fp8"))
+    // each the file's own spelling (checked above) named as ours; fp32 and tf32 compute (no AIConfigurator file
+    // holds them) are not modelled below, as a value that names none of our dtypes
+    const std::string a = dtype_named(adt), kv = dtype_named(kvdt);
+    const bool half = a == "bf16" || a == "fp16";
+    const bool prefill = op == "context_attention", fp8_cache = half && kv == "fp8";
+    // the family is the op's: a row of a family not requested is counted as that, whatever below is not modelled
+    // in it, as every reading counts it (row_admit)
+    if (const family fam = prefill ? family::attention_prefill : family::attention_decode; only && fam != *only)
+      return "family " + std::string(family_name(fam)) + " not requested";
+    if (a == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
+    if (!half || (kv != a && kv != "fp8"))
       return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + kvdt +
              "' is not modelled (bfloat16 or float16 for both, or an fp8 cache in decode)";
     // a training read skips every fp8-cache row under that one reason, window or not (the `admit` below, after the
@@ -234,7 +243,7 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     if (!train_skips && c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
       return std::string("beam search attention is not modelled");
     kernel& k = r.k;
-    k.kind = kernel_kind::attention, k.dtype = adt == "bfloat16" ? "bf16" : "fp16";
+    k.kind = kernel_kind::attention, k.dtype = a;
     if (fp8_cache) {
       r.kv_cache = "fp8";
       if (!prefill) k.kv_dtype = "fp8";  // K and V read at 1 byte (bench_load's `cost`: attention(…, kv_dtype))

@@ -586,7 +586,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     std::optional<int64_t> ext;
     if (args && args->contains("External id")) {
       if (!(*args)["External id"].is_number_integer())
-        throw error(where(i) + ": " + what + ": args.External id must be an integer");
+        throw error(where(i) + ": " + what + ": args.External id must be an integer (got " +
+                    json_got((*args)["External id"]) + ")");
       ext = (*args)["External id"].get<int64_t>();
     }
     if (is_kernel) {
@@ -603,7 +604,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
               return d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= most;
             }))
           throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers of at most " +
-                      std::to_string(most));
+                      std::to_string(most) + " (got " + (v->is_array() && v->size() <= 8 ? v->dump() : json_got(*v)) + ")");
         auto& dst = std::string(key) == "grid" ? ke.k.grid : ke.k.block;
         for (int d = 0; d < 3; ++d) dst[d] = (*v)[d].get<int64_t>();
       }
@@ -613,14 +614,14 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
         const int64_t most = std::string(key) == "shared memory" ? int64_t(1) << 30 : 65536;  // bytes; registers
         if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > most)
           throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer of at most " +
-                      std::to_string(most));
+                      std::to_string(most) + " (got " + json_got(*v) + ")");
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
       kernel_check(ke.k, where(i) + ": " + what);
       if (args->contains("device")) {
         const json& d = (*args)["device"];
         if (!d.is_number_integer() || d.get<int64_t>() < 0)
-          throw error(where(i) + ": " + what + ": args.device must be a non-negative integer");
+          throw error(where(i) + ": " + what + ": args.device must be a non-negative integer (got " + json_got(d) + ")");
         ++kernels_on[d.get<int64_t>()];
       }
       if (args->contains("stream") && (*args)["stream"].is_number_integer())

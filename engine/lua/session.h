@@ -83,6 +83,9 @@ struct parallel_report {
   // where the distributed optimizer is off and could shard (training, dp > 1): whether the layout would fit with it on
   // (scripts/neusight/parallel/memory.lua report); false otherwise. search's no-fit help suggests the flag by it.
   bool distributed_optimizer_fits = false;
+  // where the layout does not fit: the least higher ZeRO stage under which it would (scripts/neusight/parallel/memory.lua
+  // report zero_fits), 0 when none would or it fits. search's no-fit help suggests --zero N by it.
+  int64_t zero_fits = 0;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).

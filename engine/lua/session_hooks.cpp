@@ -247,6 +247,11 @@ std::optional<parallel_report> session::timeline(const run_state& st, const fore
     throw error(where + " result: field 'distributed_optimizer_fits' must be a boolean or nil");
   out.distributed_optimizer_fits = lua_toboolean(L, -1);
   lua_pop(L, 1);
+  raw_getfield(L, -1, "zero_fits");
+  if (!lua_isnil(L, -1) && !lua_isinteger(L, -1))
+    throw error(where + " result: field 'zero_fits' must be an integer or nil");
+  out.zero_fits = lua_isnil(L, -1) ? 0 : int64_t(lua_tointeger(L, -1));
+  lua_pop(L, 1);
   r.number("state_gb"), r.str("table");  // scripts/neusight/report.lua renders them: checked here, naming the rule
   raw_getfield(L, -1, "json");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'json' must be a table");

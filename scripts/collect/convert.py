@@ -59,6 +59,14 @@ def _load_json(path):
         raise ConvertError("%s: not a JSON text (%s)" % (path, e))
 
 
+def _got(obj, key):
+    """What a trace event holds under `key`, for an error: the value (repr), or "nothing" when it is absent."""
+    if not isinstance(obj, dict) or key not in obj:
+        return "nothing"
+    v = repr(obj[key])
+    return v if len(v) <= 80 else v[:77] + "..."
+
+
 def _int3(v, where, what):
     if not (isinstance(v, list) and len(v) == 3 and all(isinstance(x, int) and x >= 1 for x in v)):
         raise ConvertError("%s: args.%s must be three positive integers (got %r)" % (where, what, v))
@@ -83,13 +91,15 @@ def trace_kernels(path):
         if cat == "kernel":
             corr = args.get("correlation")
             if not isinstance(corr, int):
-                raise ConvertError("%s: kernel '%s' has no integer args.correlation" % (where, e.get("name")))
+                raise ConvertError("%s: kernel '%s' has no integer args.correlation (got %s)"
+                                   % (where, e.get("name"), _got(args, "correlation")))
             dur = e.get("dur")
             if not (isinstance(dur, (int, float)) and dur >= 0):
-                raise ConvertError("%s: kernel '%s' has no duration (dur)" % (where, e.get("name")))
+                raise ConvertError("%s: kernel '%s' has no duration (dur must be a number >= 0, got %s)"
+                                   % (where, e.get("name"), _got(e, "dur")))
             name = e.get("name")
             if not isinstance(name, str) or not name:
-                raise ConvertError("%s: kernel without a name" % where)
+                raise ConvertError("%s: kernel without a name (got %s)" % (where, _got(e, "name")))
             kernels.append({"name": name, "dur_us": float(dur), "ts": e.get("ts", 0), "corr": corr,
                             "grid": _int3(args.get("grid"), where, "grid"),
                             "block": _int3(args.get("block"), where, "block")})
@@ -100,7 +110,8 @@ def trace_kernels(path):
             if m:
                 ts, dur = e.get("ts"), e.get("dur")
                 if not (isinstance(ts, (int, float)) and isinstance(dur, (int, float))):
-                    raise ConvertError("%s: annotation '%s' has no ts/dur" % (where, e.get("name")))
+                    raise ConvertError("%s: annotation '%s' has no ts/dur numbers (got ts %s, dur %s)"
+                                      % (where, e.get("name"), _got(e, "ts"), _got(e, "dur")))
                 ranges.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur, (m.group(1), int(m.group(2)))))
         elif isinstance(args.get("correlation"), int):
             launches[args["correlation"]] = (e.get("pid"), e.get("tid"), e.get("ts"))

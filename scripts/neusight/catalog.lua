@@ -51,11 +51,10 @@ function M.models()
   local rows = {}
   for _, name in ipairs(names) do
     local cfg = presets[name]
-    -- eager attention: the parameters are the same either way, and a forecast's notes on its attention kernel (Gemma-2's
+    -- the builder's notes collected, not said (workload.graph's `notes`): a forecast's notes on its kernels (Gemma-2's
     -- soft-capping under sdpa) are no listing's
-    local w = workload.normalize { model = name, gpu = "-", mode = "inference", batch = 1, seq = 8, dtype = "fp32",
-                                   attention = "eager" }
-    local _, nodes = workload.graph(w)
+    local w = workload.normalize { model = name, gpu = "-", mode = "inference", batch = 1, seq = 8, dtype = "fp32" }
+    local _, nodes = workload.graph(w, nil, {})
     local params = 0
     for _, n in ipairs(nodes) do params = params + (n.params or 0) * (n.count or 1) end
     local builder = require("neusight.models." .. cfg.arch)

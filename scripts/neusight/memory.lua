@@ -10,7 +10,8 @@
 --                node's output (an upper bound); parameters are state, never activations. The graph has no producer
 --                links, so a tensor two nodes save is counted twice unless the builder says otherwise
 --                (node.attrs.saved_inputs; the Llama builder does for q/k/v_proj, gate/up_proj and RMSNorm, the OPT
---                builder for q/k/v_proj). Under sequence parallelism a column-parallel linear reading the all-gathered
+--                builder for q/k/v_proj; not under torch.autocast, where each projection casts and saves its own copy:
+--                neusight.nodes autocast_cast). Under sequence parallelism a column-parallel linear reading the all-gathered
 --                input keeps its 1/tp sequence shard (node.attrs.sequence_shard, set by neusight.nodes tp_in), as Megatron does.
 --                Parallel runs: the peak over the pipeline schedule with recomputation (neusight/parallel.lua).
 --   temporary    the largest transient on top of that: per node its op rule's `temporary(node)`, by default its
@@ -274,7 +275,9 @@ local function gb(b) return b / 1e9 end
 local function breakdown(st, cublas, autocast, temp_node)
   return {
     state = { weights_gb = gb(st.weights), gradients_gb = gb(st.gradients), master_gb = gb(st.master),
-              optimizer_gb = gb(st.optimizer) },
+              optimizer_gb = gb(st.optimizer),
+              -- ZeRO-3's unsharded parameters and gradients of the units in flight (neusight.parallel.zero)
+              gathered_gb = st.gathered and gb(st.gathered) or nil },
     workspace = { cublas_gb = gb(cublas), autocast_weight_cache_gb = gb(autocast) },
     temporary_node = temp_node or "",
   }

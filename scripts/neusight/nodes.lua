@@ -29,6 +29,13 @@ function M.new(dtype, shard, sequence_parallel)
   function g.add(op, name, inputs, output, params, attrs)
     attrs = attrs or {}
     local x = (op == "linear" and inputs[1]) or (op == "addmm" and inputs[2]) or nil
+    if x ~= nil and g.autocast and ((params or 0) > 0 or attrs.tied ~= nil) then
+      -- torch.autocast casts the GEMM's fp32 weight to the compute dtype once per forward (M.autocast_cast)
+      local w = { x[#x], output[#output] }
+      nodes[#nodes + 1] = { op = "cast", name = name .. ".weight_cast", layer = g.layer, count = g.count, dtype = dtype,
+        inputs = { w }, output = w, params = 0, attrs = { from = "fp32", autocast_weight = true,
+          note = "torch.autocast: the fp32 weight cast once per forward (cached; its backward casts the gradient to fp32)" } }
+    end
     if x ~= nil and gathered[x] then
       local marked = { sequence_shard = tp }
       for k, v in pairs(attrs) do marked[k] = v end
@@ -76,18 +83,23 @@ function M.new(dtype, shard, sequence_parallel)
   function g.all_reduce(name, shape, direction, note, column, dtype)
     g.comm("all_reduce", name, shape, direction, note, column, dtype)
   end
+  -- Under torch.autocast (g.autocast) what a tp_in carries is a norm's output on the fp32 residual stream (its values
+  -- forward, its input gradient backward): fp32 (M.stream_dtype); a tp_out's `dtype` names its tensor's where it is
+  -- not the graph's (a vocab-parallel embedding's fp32 rows, a MoE block's fp32 final_hidden_states).
   function g.tp_in(name, shape, note, read, column)
     local whole = read == false
     read = read or shape
     if not shard or shard.tp == 1 then return read end
+    local dtype = g.autocast and M.stream_dtype(g) or nil
     if not sp then
-      g.comm("all_reduce", name, shape, "backward", note, column)
+      g.comm("all_reduce", name, shape, "backward", note, column, dtype)
       return read
     end
-    g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
+    g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)",
+      nil, dtype)
     -- (the backward all-gather of the kept shard for the weight gradient is not a node: Megatron issues it
     -- asynchronously and it runs under the dgrad GEMM, which needs no gathered input: README, parallel training)
-    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column)
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column, dtype)
     if whole then return read end
     local copy = {}
     for i = 1, #read do copy[i] = read[i] end
@@ -96,11 +108,12 @@ function M.new(dtype, shard, sequence_parallel)
   end
   -- g, out of a row-parallel layer: all-reduce of the partial sums in forward, or with sequence parallelism a
   -- reduce-scatter into sequence shards (all-gather of the gradient in backward): the same bytes on the wire.
-  function g.tp_out(name, shape, note)
+  function g.tp_out(name, shape, note, dtype)
     if not shard or shard.tp == 1 then return end
-    if not sp then return g.comm("all_reduce", name, shape, "forward", note) end
-    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)")
-    g.comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)")
+    if not sp then return g.comm("all_reduce", name, shape, "forward", note, nil, dtype) end
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)",
+      nil, dtype)
+    g.comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)", nil, dtype)
   end
   return g
 end
@@ -121,8 +134,12 @@ function M.causal_lm_loss(g, b, s, V, opts)
   if not (opts.training and opts.loss ~= false and s > 1) then return end
   local n = b * (s - 1)
   if M.upcasts(g) then
-    M.add_as(g, "fp32", "cast", "loss.logits_float", { { b, s - 1, V } }, { b, s - 1, V }, 0, { from = g.dtype })
-    M.add_as(g, "fp32", "cross_entropy", "loss", { { n, V }, { n } }, { 1 }, 0, { from = g.dtype })
+    -- Megatron-Core's vocab-parallel cross-entropy works in place in the upcast logits, which it saves as the softmax
+    -- (ops/cross_entropy.lua inplace): the cast's output is that saved buffer (ops/cast.lua output_shared)
+    local inplace = opts.megatron == true or nil
+    M.add_as(g, "fp32", "cast", "loss.logits_float", { { b, s - 1, V } }, { b, s - 1, V }, 0,
+      { from = g.dtype, output_shared = inplace })
+    M.add_as(g, "fp32", "cross_entropy", "loss", { { n, V }, { n } }, { 1 }, 0, { from = g.dtype, inplace = inplace })
   else
     g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
     g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
@@ -143,6 +160,30 @@ function M.add_as(g, node_dtype, ...)
   g.nodes[#g.nodes].dtype = node_dtype
 end
 
+--- torch.autocast (g.autocast: a builder sets it from opts.autocast, neusight.workload autocast): an op on autocast's
+--- lower-precision list (linear / matmul / scaled_dot_product_attention: PyTorch 2.5 aten/src/ATen/autocast_mode.cpp,
+--- KERNEL_CUDA(..., lower_precision_fp)) reading an fp32 activation casts it to the compute dtype first, per call:
+--- cached_cast caches only leaf tensors that require grad (the weights: g.add's weight casts), so q_proj, k_proj and
+--- v_proj each cast the same fp32 normed x and each save their own 16-bit copy. Appends that cast (reads fp32, writes
+--- the graph's dtype; backward the gradient cast back, ops/cast.lua) under `name` when g.autocast; nothing otherwise.
+function M.autocast_cast(g, name, shape)
+  if not g.autocast then return end
+  g.add("cast", name, { shape }, shape, 0, { from = "fp32", note = "torch.autocast: fp32 input cast per op call" })
+end
+
+--- The dtype of the residual stream (embedding output, residual adds, the norms' outputs): fp32 under torch.autocast
+--- (fp32 embedding weights; add takes its widest input; LlamaRMSNorm's fp32 weight · x promotes), else the graph's.
+function M.stream_dtype(g) return g.autocast and "fp32" or g.dtype end
+
+--- attrs.input_dtypes (neusight.rules io_bytes) of an element-wise op whose operands are `first` and `second` under
+--- torch.autocast (the fp32 stream plus a 16-bit branch, the 16-bit scores plus the fp32 mask: "fp32" or "dtype" for
+--- the graph's compute dtype), nil otherwise (one dtype: the node's).
+function M.mixed(g, first, second)
+  if not g.autocast then return nil end
+  local function of(d) return d == "dtype" and g.dtype or d end
+  return of(first) .. "," .. of(second)
+end
+
 --- Whether HF's RMSNorm / router upcast to fp32 under the graph's dtype (16-bit and fp8 models: casts around them).
 function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 4 end
 
@@ -153,16 +194,18 @@ function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 
 --- upcasting) and + 1 over the `width` weights, the mul in fp32, then .type_as(x).
 --- Under Megatron's kernels (g.megatron, M.megatron) the norm is one fused kernel each way instead (ops/rms_norm.lua;
 --- Transformer Engine's zero-centred γ for Gemma's (1 + weight)), in the graph's dtype.
-function M.rms_norm(g, p, shape, width, one_plus)
+function M.rms_norm(g, p, shape, width, one_plus, in_dtype)
   if g.megatron then
     g.add("rms_norm", p, { shape }, shape, 0, { note = "Megatron-Core fused RMSNorm" })
     g.add("weight", p .. ".weight", {}, { width }, width) -- γ (ops/rms_norm.lua: its accumulation, counted once under tp)
     return
   end
-  local upcast = M.upcasts(g)
-  local dtype = g.dtype
+  -- `in_dtype`: the input's dtype (default the graph's; the fp32 residual stream under torch.autocast, M.stream_dtype)
+  local dtype = in_dtype or g.dtype
+  local upcast = require("neusight.kernels").dtype_bytes(dtype) < 4
   local norm_dtype = upcast and "fp32" or dtype
-  local add = g.add
+  -- the weight multiply: under torch.autocast the weight is an fp32 parameter (fp32 · x promotes to fp32)
+  local scale_dtype = g.autocast and "fp32" or dtype
   local col = {}
   for i = 1, #shape - 1 do col[i] = shape[i] end
   col[#shape] = 1
@@ -174,16 +217,20 @@ function M.rms_norm(g, p, shape, width, one_plus)
   -- hidden · rsqrt(…): hidden is saved once, by pow (the same tensor; saved_inputs, scripts/neusight/rules.lua)
   M.add_as(g, norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" }) --  VECmul
   if one_plus then
-    add("weight", p .. ".weight", {}, { width }, width)
-    if upcast then M.add_as(g, "fp32", "cast", p .. ".weight_fp32", { { width } }, { width }, 0, { from = dtype }) end
+    g.add("weight", p .. ".weight", {}, { width }, width)
+    -- weight.float(): a cast of a 16-bit weight (none of an fp32 one: torch.autocast's parameters)
+    if upcast and not g.autocast then
+      M.add_as(g, "fp32", "cast", p .. ".weight_fp32", { { width } }, { width }, 0, { from = dtype })
+    end
     M.add_as(g, norm_dtype, "add", p .. ".one_plus", { { width } }, { width })          -- 1.0 + weight    VECaddu
     M.add_as(g, norm_dtype, "mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
-    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+    if upcast then M.add_as(g, dtype, "cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end -- .type_as(x)
     return
   end
-  if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
-  add("weight", p .. ".weight", {}, { width }, width)
-  add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" }) -- weight · hidden (the weight is state) VECmul
+  if upcast then M.add_as(g, dtype, "cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+  g.add("weight", p .. ".weight", {}, { width }, width)
+  -- weight · hidden (the weight is state) VECmul
+  M.add_as(g, scale_dtype, "mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
 end
 
 --- apply_rotary_pos_emb for one of q / k under prefix `p`: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1);
@@ -191,19 +238,26 @@ end
 --- heads. `interleave` (DeepSeek's rope_interleave): first view(…, d/2, 2).transpose(4, 3).reshape, a copy.
 --- Under Megatron's kernels (g.megatron) one fused kernel each way (ops/rope.lua; the interleaved layout is the fused
 --- kernel's own, no copy).
-function M.rope(g, p, heads, half, rope_table, interleave)
+function M.rope(g, p, heads, half, rope_table, interleave, in_dtype)
   local add = g.add
   if g.megatron then
     add("rope", p, { heads }, heads, 0, { note = "Megatron-Core fused RoPE (apply_rope_fusion)" })
     return
   end
-  if interleave then add("contiguous", p .. ".interleave", { heads }, heads) end
+  -- Under torch.autocast cos / sin are fp32 (HF's rotary embedding returns them in the dtype of the fp32
+  -- inputs_embeds), so x · cos, x · sin and their sum are fp32 (type promotion; mul and add are on no autocast list):
+  -- those nodes run in fp32 (reading x at the node's 4 bytes, an over-count of x's 2); −x2 and the cat stay in x's
+  -- dtype (`in_dtype`, default the graph's).
+  local x_dtype = in_dtype or g.dtype
+  local out_dtype = g.autocast and "fp32" or x_dtype
+  if interleave then M.add_as(g, x_dtype, "contiguous", p .. ".interleave", { heads }, heads) end
   -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
-  add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-  add("mul", p .. ".neg", { half }, half)                                 -- −x2: neg (as VECmulu)
-  add("contiguous", p .. ".rotate_half", { half, half }, heads)           -- torch.cat((−x2, x1), -1)
-  add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-  add("add", p .. ".add", { heads, heads }, heads)
+  local mixed = g.autocast and x_dtype ~= "fp32" and (x_dtype .. ",fp32") or nil -- x in its dtype, cos / sin fp32
+  M.add_as(g, out_dtype, "mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "", input_dtypes = mixed })
+  M.add_as(g, x_dtype, "mul", p .. ".neg", { half }, half)                          -- −x2: neg (as VECmulu)
+  M.add_as(g, x_dtype, "contiguous", p .. ".rotate_half", { half, half }, heads)    -- torch.cat((−x2, x1), -1)
+  M.add_as(g, out_dtype, "mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "", input_dtypes = mixed })
+  M.add_as(g, out_dtype, "add", p .. ".add", { heads, heads }, heads)
 end
 
 --- nn.Linear(in_f, out_f) on `input` into `out`; `shared`: the input is the one an earlier linear already saves (q/k/v
@@ -228,14 +282,20 @@ function M.qkv(g, a, input, h, heads, kv_heads, head_dim, q_flat, kv_flat, bias,
     local out = {}
     for i = 1, #q_flat - 1 do out[i] = q_flat[i] end
     out[#q_flat] = width
+    M.autocast_cast(g, a .. ".qkv_proj.input_cast", input)
     M.linear(g, a .. ".qkv_proj", input, h, width, out, bias, false, {
       model_flops_copies = copies ~= nil and copies ~= 1 and copies or nil,
       note = not fused and "Megatron-Core linear_qkv: q, k and v in one GEMM" or nil })
     return
   end
+  -- under torch.autocast each projection casts the fp32 normed x itself and saves its own copy (M.autocast_cast)
+  local shared = not g.autocast
+  M.autocast_cast(g, a .. ".q_proj.input_cast", input)
   M.linear(g, a .. ".q_proj", input, h, heads * head_dim, q_flat, bias)
-  M.linear(g, a .. ".k_proj", input, h, kv_heads * head_dim, kv_flat, bias, true)
-  M.linear(g, a .. ".v_proj", input, h, kv_heads * head_dim, kv_flat, bias, true)
+  M.autocast_cast(g, a .. ".k_proj.input_cast", input)
+  M.linear(g, a .. ".k_proj", input, h, kv_heads * head_dim, kv_flat, bias, shared)
+  M.autocast_cast(g, a .. ".v_proj.input_cast", input)
+  M.linear(g, a .. ".v_proj", input, h, kv_heads * head_dim, kv_flat, bias, shared)
 end
 
 --- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
@@ -259,13 +319,16 @@ function M.swiglu(g, m, input, mid, h, width, bias, names, attrs, variant)
     local both = {}
     for i = 1, #mid - 1 do both[i] = mid[i] end
     both[#mid] = 2 * width
+    M.autocast_cast(g, m .. ".gate_up_proj.input_cast", input)
     lin("gate_up_proj", input, both, h, 2 * width, false,
       not fused and "Megatron-Core linear_fc1: gate and up in one GEMM" or nil)
     M.glu(g, m, mid, act)
   else -- HF's eager order: act_fn(gate_proj(x)) · up_proj(x)
+    M.autocast_cast(g, m .. "." .. gate .. ".input_cast", input)
     lin(gate, input, mid, h, width)
     g.add(act, m .. ".act_fn", { mid }, mid)
-    lin(up, input, mid, h, width, true)
+    M.autocast_cast(g, m .. "." .. up .. ".input_cast", input) -- autocast: up casts (and saves) its own copy
+    lin(up, input, mid, h, width, not g.autocast)
     g.add("mul", m .. ".mul", { mid, mid }, mid)
   end
   lin(down, mid, input, width, h)
@@ -296,8 +359,10 @@ end
 --- `V` this rank's vocabulary rows.
 function M.embed_tokens(g, x, V)
   local h = x[3]
-  g.add("embedding", "embed_tokens", { { x[1], x[2] } }, x, V * h, { num_embeddings = V, embedding_dim = h })
-  g.tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  -- (fp32 rows under torch.autocast: the embedding's fp32 weight, embedding on no autocast list)
+  M.add_as(g, M.stream_dtype(g), "embedding", "embed_tokens", { { x[1], x[2] } }, x, V * h,
+    { num_embeddings = V, embedding_dim = h })
+  g.tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups", M.stream_dtype(g))
 end
 
 --- The decoder's tail, outside the layers: the final RMSNorm ("norm") on the residual stream `xs`, lm_head (tied to
@@ -307,10 +372,11 @@ end
 function M.causal_lm_head(g, serve, x, xs, V, tied, opts, variant)
   local b, s, h = x[1], x[2], x[3]
   g.layer, g.count = "", 1
-  M.rms_norm(g, "norm", xs, h, variant and variant.one_plus)
+  M.rms_norm(g, "norm", xs, h, variant and variant.one_plus, M.stream_dtype(g))
   local head_in = M.lm_head_input(g, serve,
     g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head", nil, "lm_head"))
   local logits = { b, head_in[2], V }
+  M.autocast_cast(g, "lm_head.input_cast", head_in)
   g.add("linear", "lm_head", { head_in }, logits, tied and 0 or h * V,
     { bias = false, tied = tied and "embed_tokens" or nil })
   if variant and variant.softcap then -- Gemma2's final_logit_softcapping: logits / cap, tanh, · cap
@@ -420,13 +486,16 @@ end
 --- un-repeated ones it is given (the graph's), so the cache adds nothing there. Only a plain one-GPU run (no
 --- opts.parallel: a plan's recomputation is gradient checkpointing, which turns use_cache off).
 --- Counted whole: a peak in an early layer (eager attention's scores) has only the earlier layers' cache beside it.
-function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim, heads)
+function M.hf_cache(opts, node, b, kv_heads, tokens, head_dim, v_head_dim, heads, v_dtype)
   if opts.phase ~= nil or opts.megatron or opts.use_cache == false then return end
   if opts.training and not (opts.attention == "eager" and heads and kv_heads < heads and opts.parallel == nil) then
     return
   end
-  node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim + (v_head_dim or head_dim))
-    * require("neusight.kernels").dtype_bytes(node.dtype)
+  -- K in the dtype of `node` (the rotated K: fp32 under torch.autocast, neusight.nodes rope), V in `v_dtype` (default
+  -- the same; the compute dtype of v_proj's output under autocast)
+  local K = require "neusight.kernels"
+  node.attrs.kv_cache_bytes = b * kv_heads * tokens * (head_dim * K.dtype_bytes(node.dtype)
+    + (v_head_dim or head_dim) * K.dtype_bytes(v_dtype or node.dtype))
   node.attrs.kv_cache_tokens = tokens
 end
 

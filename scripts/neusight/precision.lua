@@ -10,7 +10,9 @@
 --           picked by whose code runs the model (workload.lua: parallel.kernels):
 --     "autocast" (PyTorch torch.autocast, eager kernels: single-GPU runs and parallel.kernels = "eager"):
 --           parameters, gradients and moments stay fp32; the 16-bit weight copies are casts inside the ops
---           (not separate state). fp16 adds GradScaler's unscale/inf-check pass over the gradients. With fp8
+--           (not separate state; the graph's dtype flow under it — fp32 stream and norms, per-op input casts, a weight
+--           cast per GEMM per forward — is the builders', from the workload's opts.autocast: neusight.nodes
+--           autocast_cast). fp16 adds GradScaler's unscale/inf-check pass over the gradients. With fp8
 --           compute the same bytes are named "transformer_engine": torch.autocast has no fp8, and fp8 GEMMs over
 --           fp32 parameters, gradients and moments with cached fp8 weight copies is Transformer Engine's recipe.
 --     "megatron" (Megatron-LM Float16Optimizer / distributed optimizer, parallel.kernels = "megatron"):
@@ -25,7 +27,7 @@
 -- "pure" otherwise (fp32/tf32/fp64 training, and every inference run: weights loaded in the dtype).
 -- "amp" with a 4- or 8-byte dtype is an error: there is nothing to mix.
 local K = require "neusight.kernels"
-local ipairs, tostring, error, setmetatable, fmt = ipairs, tostring, error, setmetatable, string.format
+local ipairs, tostring, error, setmetatable, fmt, type = ipairs, tostring, error, setmetatable, string.format, type
 
 local M = {}
 
@@ -186,10 +188,15 @@ function M.step_dtype(r) return r.moment end
 --- (M.state_report, neusight.parallel.report) and the memory reports' (neusight.memory, neusight.parallel.memory).
 ---@param params number
 ---@param s table M.state()
----@param shard? integer
+--- `shard` may also be a table { optimizer, gradients, weights } (neusight.parallel.zero shards: ZeRO stages 2 and 3
+--- divide the gradients and the weights too).
+---@param shard? integer|table
 function M.state_parts(params, s, shard)
+  local gshard, wshard = 1, 1
+  if type(shard) == "table" then shard, gshard, wshard = shard.optimizer, shard.gradients, shard.weights end
   shard = shard or 1
-  local p = { weights = params * s.weights, gradients = params * s.gradients, master = params * s.master / shard,
+  local p = { weights = params * s.weights / wshard, gradients = params * s.gradients / gshard,
+              master = params * s.master / shard,
               optimizer = params * s.optimizer_state / shard }
   p.total = p.weights + p.gradients + p.master + p.optimizer
   return p

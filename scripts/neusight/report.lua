@@ -300,7 +300,8 @@ function M.row(f, gpu)
   if type(recompute) ~= "string" then error("report: parallel.recompute must be a string", 0) end
   return { model = f.model, gpu = gpu.name, mode = f.mode, dtype = f.dtype, batch = f.batch, seq = f.seq,
     context = f.mode == "decode" and f.context or nil, dp = layout("dp"), tp = layout("tp"), pp = layout("pp"),
-    ep = layout("ep"), microbatches = layout("microbatches"), recompute = recompute }
+    ep = layout("ep"), microbatches = layout("microbatches"), recompute = recompute,
+    zero = par and par.zero ~= nil and integer(par.zero, "parallel.zero") or 0 }
 end
 
 --- The workload in one line (what a calibration file notes it was fitted on).

@@ -79,6 +79,8 @@ local SHARED_ATTRS = {
   kv_dtype = "string: the dtype of a quantised KV cache (fp8, bf16, fp16, fp32)",
   act_quant = "string: \"dynamic_tensor\", the fp8 activation quantisation before the GEMM (set by the workload)",
   fused = "string: the comma-separated names of the nodes fused into this one (neusight.fusion)",
+  input_dtypes = "string: the comma-separated dtypes of the inputs, by position, where they differ from the node's "
+    .. "(\"bf16,fp32\": a mixed-dtype element-wise op under torch.autocast, whose output is the node's dtype; M.io_bytes)",
 }
 M.shared_attrs = SHARED_ATTRS
 
@@ -143,10 +145,20 @@ end
 
 --- DRAM bytes of touching every input and the output once (the reference's MemPerO · numel(out)):
 --- honest for broadcast operands (wte + wpe reads the position table once per batch).
+--- Inputs in another dtype than the node's (attrs.input_dtypes, by position: a mixed-dtype op under torch.autocast,
+--- neusight.nodes) are read at theirs.
 function M.io_bytes(node)
-  local n = K.numel(node.output)
-  for _, s in ipairs(node.inputs) do n = n + K.numel(s) end
-  return K.dtype_bytes(node.dtype) * n
+  local own = K.dtype_bytes(node.dtype)
+  local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+  local dtypes = {}
+  if given then
+    for d in tostring(given):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
+  end
+  local bytes = K.numel(node.output) * own
+  for i, s in ipairs(node.inputs) do
+    bytes = bytes + K.numel(s) * (dtypes[i] and K.dtype_bytes(dtypes[i]) or own)
+  end
+  return bytes
 end
 
 --- The node's input shapes as a fresh array, followed by its output shape when `with_output`.
@@ -254,10 +266,16 @@ function M.saved_inputs(node, default)
     list = {}
     for i in given:gmatch("%d+") do list[#list + 1] = math.tointeger(tonumber(i)) end
   end
+  -- an input in another dtype than the node's (attrs.input_dtypes, M.io_bytes) is saved at its own
+  local dtypes = {}
+  local mixed = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+  if mixed then
+    for d in tostring(mixed):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
+  end
   local n = 0
   for _, i in ipairs(list) do
     local s = node.inputs[i]
-    if s and K.numel(s) > 1 then n = n + M.tensor_bytes(node, s) end
+    if s and K.numel(s) > 1 then n = n + M.tensor_bytes(node, s, dtypes[i] and K.dtype_bytes(dtypes[i]) or nil) end
   end
   return n
 end
@@ -385,7 +403,7 @@ function M.elementwise(spec)
   return {
     name = spec.name,
     doc = spec.doc,
-    attrs = M.attrs { "no_grad", "saved_inputs", "tensor_inputs" },
+    attrs = M.attrs { "no_grad", "saved_inputs", "tensor_inputs", "input_dtypes" },
     fusion = fusion,
     saves = saves,
     check = M.check_broadcast,

@@ -30,7 +30,7 @@ local function chunked() return require("neusight.parallel.config").CHUNKED or {
 --- none of the schedules runs model chunks (nil when one does), recompute = the modes, least recomputation first }.
 ---@param schedules string[]
 ---@param recompute string
-function M.choices(schedules, recompute)
+function M.choices(schedules, recompute, zero)
   local config = require "neusight.parallel.config"
   local out = { schedules = {}, shared_build = {}, virtual_stages = {}, virtual_schedules = {}, recompute = {} }
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
@@ -59,8 +59,32 @@ function M.choices(schedules, recompute)
     accepted[#accepted + 1] = mode
   end
   config.one_of(recompute, accepted, "search: --recompute")
+  out.zero = M.zero_stages(zero)
   return out
 end
+
+--- search's --zero (`zero`: "" or nil not given, "all", or stages "0,3"): the ZeRO stages (neusight.parallel.zero)
+--- each layout is forecast under, in order, or {} when not given (the layouts run the workload's own, DDP, or the
+--- distributed optimizer's with --distributed-optimizer). "all": 0, 1, 2 and 3.
+---@return integer[]
+function M.zero_stages(zero)
+  if zero == nil or zero == "" then return {} end
+  if zero == "all" then return { 0, 1, 2, 3 } end
+  local out, seen = {}, {}
+  for item in (zero .. ","):gmatch("([^,]*),") do
+    local z = math.tointeger(tonumber(item))
+    if not z or z < 0 or z > 3 or not item:match("^%d$") then
+      error(("search: --zero: 0, 1, 2, 3 (ZeRO stages, a comma-separated list) or all expected, got %q"):format(item), 0)
+    end
+    if not seen[z] then out[#out + 1], seen[z] = z, true end
+  end
+  return out
+end
+
+--- Why search skips a layout under ZeRO stage `zero`, or nil: neusight.parallel.config zero_refusal's reason (stages 2
+--- and 3 with a pipeline, 3 with expert parallelism), the one rule predict refuses them by.
+---@return string?
+function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
@@ -145,7 +169,7 @@ local function shown(doc)
     if type(ch.virtual_stages) == "table" and ch.virtual_stages[i] == true then chunks[s], any = true, true end
   end
   return { ep = doc.expert_parallel == true, schedule = #ch.schedules > 1 or any, optimizer = doc.optimizer_step == true,
-           chunks = chunks }
+           chunks = chunks, zero = type(ch.zero) == "table" and #ch.zero > 0 }
 end
 
 --- One layout `c` of the document as the JSON's `layouts` and the CSV's rows give it: its fields' names in order and
@@ -158,6 +182,7 @@ function M.layout_fields(doc, c, show)
   if show.ep then put("ep", c.ep) end
   put("microbatches", c.microbatches)
   if show.schedule then put("schedule", c.schedule) put("virtual_stages", c.virtual_stages) end
+  if show.zero then put("zero", c.zero) end
   put("recompute", c.recompute) put("iteration_ms", c.iteration_ms) put("compute_ms", c.compute_ms)
   put("exposed_comm_ms", c.exposed_comm_ms) put("bubble_ms", c.bubble_ms)
   if show.optimizer then put("optimizer_ms", c.optimizer_ms) end
@@ -289,16 +314,16 @@ function M.format_table(doc)
   -- the imbalance column where a layout shown has one the table's 0.1 ms shows (uneven pipeline stages)
   local imbalance = false
   for _, c in ipairs(layouts) do imbalance = imbalance or c.imbalance_ms >= 0.05 end
-  add(fmt("%4s %4s %4s %4s %s%4s %s%s%13s %s%11s %12s %10s %s%s%10s\n", "rank", "dp", "tp", "pp",
+  add(fmt("%4s %4s %4s %4s %s%4s %s%s%s%13s %s%11s %12s %10s %s%s%10s\n", "rank", "dp", "tp", "pp",
     show.ep and fmt("%4s ", "ep") or "", "mb", show.schedule and pad("schedule", 14, true) .. " " or "",
-    recompute_cell("recompute"), "iteration ms", figure_cells(nil), "compute ms", "exposed comm", "bubble ms",
+    show.zero and fmt("%4s ", "zero") or "", recompute_cell("recompute"), "iteration ms", figure_cells(nil), "compute ms", "exposed comm", "bubble ms",
     show.optimizer and fmt("%12s ", "optimizer ms") or "", imbalance and fmt("%12s ", "imbalance ms") or "",
     "memory GB"))
   for i, c in ipairs(layouts) do
     local schedule = show.chunks[c.schedule] and fmt("%s/%d", c.schedule, c.virtual_stages) or c.schedule
-    add(fmt("%4d %4d %4d %4d %s%4d %s%s%13.1f %s%11.1f %12.1f %10.1f %s%s%10.1f%s\n", i, c.dp, c.tp, c.pp,
+    add(fmt("%4d %4d %4d %4d %s%4d %s%s%s%13.1f %s%11.1f %12.1f %10.1f %s%s%10.1f%s\n", i, c.dp, c.tp, c.pp,
       show.ep and fmt("%4d ", c.ep) or "", c.microbatches, show.schedule and pad(schedule, 14, true) .. " " or "",
-      recompute_cell(c.recompute), c.iteration_ms, figure_cells(c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
+      show.zero and fmt("%4d ", c.zero) or "", recompute_cell(c.recompute), c.iteration_ms, figure_cells(c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
       show.optimizer and fmt("%12.1f ", c.optimizer_ms) or "", imbalance and fmt("%12.1f ", c.imbalance_ms) or "",
       c.memory_gb, c.fits and "" or "  (does not fit)"))
   end
@@ -308,6 +333,10 @@ function M.format_table(doc)
     for _, s in ipairs(doc.skipped) do add(fmt("  %d layout(s): %s\n", s[2], s[1])) end
   end
   if show.ep then add("\nep = expert-parallel degree (the experts spread over ep of the dp ranks)") end
+  if show.zero then
+    add("\nzero = ZeRO stage over the dp ranks: 0 none (DDP), 1 optimizer state (distributed optimizer), 2 + gradients, "
+      .. "3 + parameters (FSDP full sharding)")
+  end
   if show.schedule then
     local v = doc.choices.virtual_schedules or {}
     add(fmt("\nschedule = pipeline schedule%s", #v == 0 and "" or fmt(" (%s/v: v model chunks per device)",

@@ -190,7 +190,16 @@ local function fp8_warning(o, p)
   return precision.fp8_gemm_warning(gemms, price)
 end
 
--- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
+-- Whether a kernel of node `name` works on the logits rows, one per sampled position: the LM head (a linear named
+-- lm_head, as neusight.workload finds it) and Gemma-2's final soft-capping of its logits (neusight.nodes
+-- causal_lm_head). A prefill of b prompts runs them on b rows, a decode step of b requests on b rows.
+local function logits_kernel(name)
+  return type(name) == "string" and (name == "lm_head" or name:match("%.lm_head$") ~= nil
+    or name:match("^final_softcap%.") ~= nil)
+end
+
+-- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, head_ms (logits_kernel's), kv_cache_gb,
+-- state_gb, gpu, kernels, … }.
 -- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
 -- forecast_floor, the rule predict holds a forecast to, of the phase's totals, parallel report, dense peak, calibration
 -- and families' floors as neusight.figures floor_inputs makes them), none where none is: what the floor warnings name.
@@ -208,14 +217,15 @@ local function forecaster(o, phase)
     if o.tp > 1 or o.kernels ~= "eager" then fields["parallel.kernels"] = o.kernels end
     if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
     local p = phase(fields, with_band)
-    local attn = 0
+    local attn, head = 0, 0
     for _, k in ipairs(p.kernels) do
       if k.kind == "attention" then attn = attn + k.ms end
+      if logits_kernel(k.name) then head = head + k.ms end
     end
     local counted = r ~= nil  -- a band asked of a phase forecast before: the same forecast, counted once
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_spread = p.band_spread,
           band_warnings = p.band_warnings,
-          band_done = with_band, attention_ms = attn,
+          band_done = with_band, attention_ms = attn, head_ms = head,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           max_positions = p.max_positions, model_warnings = p.model_warnings, layout_warnings = p.layout_warnings,
           kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
@@ -797,9 +807,16 @@ end
 --   prompt attention A(s): the attention kernels of prefill(1, s) at powers of two (and S, and a fixed prompt length:
 --     the token points too); interpolated in s²
 --     (causal attention's work).
+--   N(t) holds the kernels on the logits rows (logits_kernel: the LM head) on one row: prefill(1, t)'s; beyond S,
+--     prefill(t / S, S)'s on t / S rows are replaced by prefill(1, S)'s on one.
+--   more logits rows L(r): what the logits kernels on r rows take beyond one row, D(r, c)'s less D(1, c)'s at the least
+--     context point c (r at the batch points, linear in between).
 -- A decode-only step costs D(b, c̄). A step with prompt chunks (a chunk of c tokens of a prompt whose first a are
--- cached; a whole prompt is a = 0) costs N(T) + Σ [A(a + c) − A(a)] + the attention part of D(b, c̄) when b
--- requests decode alongside, T = b + Σ c — one pass of all the step's tokens through the weights.
+-- cached; a whole prompt is a = 0) costs N(T) + Σ [A(a + c) − A(a)] + L(b + k) + the attention part of D(b, c̄) when
+-- b requests decode alongside, T = b + Σ c — one pass of all the step's tokens through the weights — and the LM head
+-- on one row per request of the step, its k chunks' included: vLLM V1 computes the logits at the last position of
+-- every scheduled request (gpu_model_runner: logits_indices = query_start_loc[1:] - 1; a partial prefill's sampled
+-- token is discarded), V0 without chunking at each prompt's last (k prompts of a prefill step: k rows).
 -- One request alone: its prefill step costs N(I) + A(I) = prefill(1, I) exactly at grid points (a fixed prompt
 -- length I is one).
 
@@ -855,8 +872,12 @@ local function cost_model(o, F, S, C, B)
     return lerp(b, b0, b1, t0, t1), lerp(b, b0, b1, a0, a1)
   end
   local function token_point(t)
-    local p = t <= S and G("prefill", 1, t) or G("prefill", t // S, S)
-    return p.ms - p.attention_ms
+    if t <= S then
+      local p = G("prefill", 1, t)
+      return p.ms - p.attention_ms
+    end
+    local p = G("prefill", t // S, S)
+    return p.ms - p.attention_ms - p.head_ms + G("prefill", 1, S).head_ms
   end
   local function tokens(t)  -- N(t)
     if t <= S then
@@ -874,8 +895,14 @@ local function cost_model(o, F, S, C, B)
     local a0, a1 = G("prefill", 1, s0).attention_ms, G("prefill", 1, s1).attention_ms
     return lerp(s * s, s0 * s0, s1 * s1, a0, a1)
   end
-  return { decode = decode, tokens = tokens, attention = attention, batch_points = bpts, context_points = cpts,
-           token_points = spts }
+  local function logits(r)  -- L(r): r >= 1 rows; 0 at one row (no forecast asked)
+    if r <= 1 then return 0 end
+    local b0, b1 = bracket(bpts, r)
+    local c = cpts[1]
+    return lerp(r, b0, b1, G("decode", b0, c).head_ms, G("decode", b1, c).head_ms) - G("decode", 1, c).head_ms
+  end
+  return { decode = decode, tokens = tokens, attention = attention, logits = logits, batch_points = bpts,
+           context_points = cpts, token_points = spts }
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -1119,7 +1146,7 @@ local function run_simulation(o, F, count, progress)
           tok = tok + r.prompt
         end
         if #batch > 0 then
-          ms = cm.tokens(tok)
+          ms = cm.tokens(tok) + cm.logits(#batch)
           for _, r in ipairs(batch) do ms = ms + cm.attention(r.prompt) end
           now = now + ms / 1e3
           steps.prefill = steps.prefill + 1
@@ -1196,7 +1223,7 @@ local function run_simulation(o, F, count, progress)
         elseif #chunks > 0 then
           local tok = #dec
           for _, ch in ipairs(chunks) do tok = tok + ch.c end
-          ms = cm.tokens(tok)
+          ms = cm.tokens(tok) + cm.logits(#dec + #chunks)
           for _, ch in ipairs(chunks) do ms = ms + cm.attention(ch.a + ch.c) - cm.attention(ch.a) end
           if #dec > 0 then
             local _, attn = cm.decode(#dec, csum / #dec)
@@ -1360,6 +1387,7 @@ local function run_simulation(o, F, count, progress)
                  return t * fd, a * fd
                end,
                tokens = function(t) return cm.tokens(t) * fp end,
+               logits = function(r) return cm.logits(r) * fp end,
                attention = function(s) return cm.attention(s) * fp end }
     end
     local function band_of(fp, fd, label)

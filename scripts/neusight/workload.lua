@@ -473,7 +473,7 @@ end
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
 --- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
---- "none", distributed_optimizer / sequence_parallel false, optimizer "none", a degree of 1) asks for nothing and
+--- "none", distributed_optimizer / sequence_parallel false, zero 0, optimizer "none", a degree of 1) asks for nothing and
 --- is not reported; every other value given is, even the default's (an explicit --bucket-mb 25 on one GPU is
 --- ignored as much as --bucket-mb 50). Warnings, not errors: the run is still the one asked for, and a comparison
 --- over modes or degrees (--mode train,inference --optimizer adamw) keeps its other rows. Last, the one note of a
@@ -559,6 +559,10 @@ local function ignored_fields(w, given)
     end
     if raw.distributed_optimizer == true then
       note("distributed_optimizer", true, ("it shards the optimizer step over data-parallel ranks in training only (%s); drop it"):format(dp_why))
+    end
+    if raw.zero ~= nil and raw.zero ~= 0 then
+      note("zero", true, ("a ZeRO stage shards the model state over data-parallel ranks in training only (%s); drop it")
+        :format(dp_why))
     end
   end
   -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run
@@ -1473,9 +1477,9 @@ end
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs), the
 -- builder options, the routing of a model with routed experts and the position limit (M.position_limit, of the
 -- builder looked up here).
-local function graph_of(w, gpu)
+local function graph_of(w, gpu, notes)
   local training = w.mode == "train"
-  local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
+  local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss, notes = notes }
   if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype or M.kv_default(w.dtype) end
   local par, plan = nil, nil
   -- Activation recomputation is modelled by the timeline only: a one-GPU training run asking for it is a one-device
@@ -1494,6 +1498,11 @@ local function graph_of(w, gpu)
 
   opts.experts = w.experts
   opts.router_skew = w.router_skew
+  -- torch.autocast over fp32 modules (precision amp, autocast convention: eager kernels, fp16 / bf16 training): the
+  -- builders that model its dtype flow read this (neusight.nodes autocast_cast; the Llama family's dense and MoE
+  -- models, DeepSeek, GPT-2, OPT, BERT)
+  opts.autocast = training and w.precision == "amp" and not opts.megatron and (w.dtype == "bf16" or w.dtype == "fp16")
+    or nil
   local model, name, nodes, routing, positions, signature = w.model, nil, nil, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
@@ -1763,10 +1772,13 @@ local function function_checks(w, opts, nodes, name, signature)
 end
 
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
---- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
+--- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan. `notes` (optional, a table):
+--- the builder's notes on the kernels it chose (Gemma-2's soft-capping under sdpa, a sliding window's kernel) are
+--- appended to it, not said on stderr, for a build no forecast is made of (neusight.catalog's listing); the builder
+--- gets it as opts.notes. Collected, a note is not used up: a later forecast of the model still says it.
 ---@return string model_name
 ---@return neusight.Node[] nodes
-M.graph = function(w, gpu) return graph_of(w, gpu) end
+M.graph = function(w, gpu, notes) return graph_of(w, gpu, notes) end
 
 --- Expands a workload into its build: one table of what the engine and the report read of it,
 ---   model           the model's name

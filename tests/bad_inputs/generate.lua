@@ -479,6 +479,18 @@ wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: posi
 wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
 wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
 wt("parallel_typo", preset("parallel = { dp = 2, tpp = 2 }"), "parallel: unknown field 'tpp'")
+-- parallel.zero (the ZeRO stage; neusight/parallel/config.lua): out of range, a name, misspelt, contradicting its other
+-- name, and a combination not modelled (the line of the `parallel` table, as every parallel.normalize error names)
+wt("parallel_zero_range", preset("parallel = { dp = 2, zero = 4 }"), "parallel.zero: 0, 1, 2 or 3 expected")
+wt("parallel_zero_name", preset("parallel = { dp = 2, zero = \"full\" }"),
+   "parallel.zero: 0, 1, 2 or 3 expected (the ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, 3 + parameters), got \"full\"")
+wt("parallel_zero_typo", preset("parallel = { dp = 2, zer0 = 3 }"), "parallel: unknown field 'zer0' (did you mean 'zero'?)")
+wt("parallel_zero_disagree_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    zero = 0,\n    distributed_optimizer = true,\n  },\n}\n',
+   "parallel.zero: zero = 0 and distributed_optimizer = true disagree", 3)
+wt("parallel_zero3_pp_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    pp = 2,\n    zero = 3,\n  },\n}\n',
+   "parallel.zero: ZeRO stage 3 shards the gradients and parameters over dp, which is not run with pipeline parallelism (pp = 2)", 3)
 wt("parallel_not_table", preset("parallel = 4"), "parallel")
 wt("parallel_cluster_unknown", preset("parallel = { dp = 2, cluster = \"nowhere\" }"), "unknown cluster 'nowhere'")
 wt("experts_typo", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "mixtral_8x7b", experts = "groupd" }\n',
@@ -1052,7 +1064,7 @@ tr_sub("cpu_dur_huge", '"ts": 10, "dur": 50', '"ts": 10, "dur": 1e300', "'dur' m
 tr_sub("kernel_ts_negative", k1, '"ts": -30, "dur": 2.5', "negative 'ts' (-30)", true)
 tr_sub("cpu_ts_negative", '"ts": 10, "dur": 50', '"ts": -10, "dur": 50', "event 'aten::linear': negative 'ts' (-10)", true)
 tr_sub("device_string", '"External id": 2, "grid"', '"External id": 2, "device": "cuda:0", "grid"',
-       "args.device must be a non-negative integer", "args")
+       "args.device must be a non-negative integer (got a string \"cuda:0\")", "args")
 do -- every kernel's 'dur' 0: no kernel time to scale
   local z = tr
   for _, d in ipairs({ '"ts": 30, "dur": 2.5', '"ts": 85, "dur": 1.0', '"ts": 230, "dur": 3.0', '"ts": 400, "dur": 5.0' }) do
@@ -1063,17 +1075,17 @@ end
 trc("kernels_two_devices", sub1(sub1(tr, '"External id": 2, "grid"', '"External id": 2, "device": 0, "grid"'),
                                 '"External id": 3, "grid"', '"External id": 3, "device": 1, "grid"'),
     "its kernels ran on 2 devices (device 0: 1 kernels, device 1: 1 kernels): a trace is one GPU's work")
-tr_sub("grid_negative", '"grid": [4, 1, 1]', '"grid": [-4, 1, 1]', "args.grid must be 3 positive integers", "args")
-tr_sub("grid_huge", '"grid": [4, 1, 1]', '"grid": [9223372036854775807, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647", "args")
-tr_sub("grid_short", '"grid": [4, 1, 1]', '"grid": [4]', "args.grid must be 3 positive integers", "args")
+tr_sub("grid_negative", '"grid": [4, 1, 1]', '"grid": [-4, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647 (got [-4,1,1])", "args")
+tr_sub("grid_huge", '"grid": [4, 1, 1]', '"grid": [9223372036854775807, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647 (got [9223372036854775807,1,1])", "args")
+tr_sub("grid_short", '"grid": [4, 1, 1]', '"grid": [4]', "args.grid must be 3 positive integers of at most 2147483647 (got [4])", "args")
 tr_sub("grid_float", '"grid": [4, 1, 1]', '"grid": [4.5, 1, 1]', "args.grid must be 3 positive integers", "args")
 tr_sub("block_huge", '"block": [256, 1, 1]', '"block": [1000000, 1, 1]', "args.block must be 3 positive integers of at most 1024", "args")
-tr_sub("block_zero", '"block": [256, 1, 1]', '"block": [0, 1, 1]', "args.block must be 3 positive integers", "args")
+tr_sub("block_zero", '"block": [256, 1, 1]', '"block": [0, 1, 1]', "args.block must be 3 positive integers of at most 1024 (got [0,1,1])", "args")
 tr_sub("registers_huge", '"registers per thread": 64', '"registers per thread": 9223372036854775807',
-       "args.registers per thread must be a non-negative integer of at most 65536", "args")
-tr_sub("smem_negative", '"shared memory": 8192', '"shared memory": -8192', "args.shared memory must be a non-negative integer", "args")
+       "args.registers per thread must be a non-negative integer of at most 65536 (got the number 9223372036854775807)", "args")
+tr_sub("smem_negative", '"shared memory": 8192', '"shared memory": -8192', "args.shared memory must be a non-negative integer of at most 1073741824 (got the number -8192)", "args")
 tr_sub("smem_huge", '"shared memory": 8192', '"shared memory": 1e300', "args.shared memory must be a non-negative integer", "args")
-tr_sub("external_id_string", '"External id": 2, "grid"', '"External id": "two", "grid"', "args.External id must be an integer", "args")
+tr_sub("external_id_string", '"External id": 2, "grid"', '"External id": "two", "grid"', "args.External id must be an integer (got a string \"two\")", "args")
 tr_sub("kernel_no_args", ', "ts": 30, "dur": 2.5,\n     "args": {"External id": 2, "grid": [4, 1, 1], "block": [256, 1, 1], "registers per thread": 64, "shared memory": 8192}}',
        ', "ts": 30, "dur": 2.5}', "missing 'args'")
 tr_sub("input_dims_negative", '"Input Dims": [[4, 8], [16, 8], [16]]', '"Input Dims": [[-4, 8], [16, 8], [16]]',

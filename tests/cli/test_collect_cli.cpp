@@ -313,6 +313,29 @@ TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][colle
   CHECK(e.code == 1);
   CHECK(e.err.find("softmax.csv:4: column 'Dtype' of a softmax row must be fp32, fp16 or bf16 (got 'fp64')") !=
         std::string::npos);
+
+  // A kernel's dur or correlation of the wrong type: the error names the value it got, at the event's index.
+  json trace = json::parse(ns_test::slurp(fixture / "trace-000.json"));
+  json& events = trace.is_object() ? trace["traceEvents"] : trace;
+  size_t k = 0;
+  while (k < events.size() && events[k].value("cat", "") != "kernel") ++k;
+  REQUIRE(k < events.size());
+  for (const auto& [key, value, said] :
+       {std::tuple{"dur", json("12.5"), std::string("has no duration (dur must be a number >= 0, got '12.5')")},
+        {"correlation", json(7.5), std::string("has no integer args.correlation (got 7.5)")}}) {
+    json edited = trace;
+    json& ev = (edited.is_object() ? edited["traceEvents"] : edited)[k];
+    (std::string(key) == "dur" ? ev : ev["args"])[key] = value;
+    temp_dir u;
+    u.write("trace-000.json", edited.dump());
+    u.write("manifest.json", manifest.dump());
+    r = convert(u.path / "manifest.json", u.path / "out");
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("trace-000.json: traceEvents[" + std::to_string(k) + "]: kernel '") != std::string::npos);
+    CHECK(r.err.find(said) != std::string::npos);
+    CHECK(csvs_under(u.path / "out").empty());
+  }
 }
 
 TEST_CASE("collect: the shape grid of stage 1 (no torch needed)", "[cli][collect]") {

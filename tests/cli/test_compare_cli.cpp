@@ -527,10 +527,11 @@ TEST_CASE("compare: rows carry gpu_file as a single forecast does", "[cli][compa
     CHECK(row.contains("error") == (i % 2 == 1));  // dp 3: 8 is not divisible by 3
     std::vector<std::string> keys;
     for (const auto& [k, v] : row.items()) keys.push_back(k);
-    REQUIRE(keys.size() > 21);
+    REQUIRE(keys.size() > 22);
     CHECK(keys[12] == "recompute");
-    CHECK(keys[13] == "kernels");  // then the settings (compare.lua SETTINGS)
-    CHECK(keys[21] == "gpu_file");  // after the inputs and the settings
+    CHECK(keys[13] == "zero");     // the last input (--zero)
+    CHECK(keys[14] == "kernels");  // then the settings (compare.lua SETTINGS)
+    CHECK(keys[22] == "gpu_file");  // after the inputs and the settings
   }
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
@@ -917,7 +918,7 @@ TEST_CASE("compare: each row carries its settings in JSON CSV and the settings l
     CHECK((lines[sp].find("sequence_parallel true") != std::string::npos) == (sp == 1));
     const auto csv = run_cli(run + " --format csv");
     REQUIRE(csv.code == 0);
-    CHECK(csv.out.find(",recompute,kernels,schedule,virtual_stages,sequence_parallel,distributed_optimizer,cluster,"
+    CHECK(csv.out.find(",recompute,zero,kernels,schedule,virtual_stages,sequence_parallel,distributed_optimizer,cluster,"
                        "optimizer,optimizer_impl,gpu_file,") != std::string::npos);
   }
   CHECK(lines[0] != lines[1]);

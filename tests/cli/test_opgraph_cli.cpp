@@ -252,6 +252,38 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   CHECK(r.err.find("is a training graph") != std::string::npos);
 }
 
+TEST_CASE("eval models: the predictor's warnings are said on stderr and in the JSON, once each", "[cli][eval][opgraph]") {
+  // a Lua predictor faster than the GPU's peaks: the predictor warns of it in every forecast (figures.lua
+  // predictor_warnings); eval models printed its APEs without a word
+  temp_dir t;
+  const std::string fast = t.write("fast.lua", "return { predict = function(kernels, gpu) local o = {} for i, k in "
+                                               "ipairs(kernels) do o[i] = k.bytes / (gpu.mem_bw_gbps * 1e12) end "
+                                               "return o end }\n").string();
+  const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor " + ns_test::quoted(fast) + " --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = parse_json(r);
+  REQUIRE(j["warnings"].is_array());
+  REQUIRE(!j["warnings"].empty());
+  for (const auto& w : j["warnings"]) {
+    const std::string line = "neusight: warning: " + std::string(w) + "\n";
+    CHECK(std::string(w).rfind("predictor " + fast + ":1 priced ", 0) == 0);
+    const auto at = r.err.find(line);  // on stderr, once
+    CHECK(at != std::string::npos);
+    CHECK(r.err.find(line, at + 1) == std::string::npos);
+  }
+  // the table says them too; the roofline predictor nothing
+  const auto table = run_cli("eval models tests/fixtures/neusight/label --predictor " + ns_test::quoted(fast));
+  CHECK(table.err.find("neusight: warning: " + std::string(j["warnings"][0]) + "\n") != std::string::npos);
+  CHECK(parse_json(run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json"))["warnings"].empty());
+  // a --weights no predictor reads: said once, in the JSON too
+  const auto unused = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --weights tests --format json");
+  const auto note = unused.err.find("--weights tests has no effect");
+  REQUIRE(note != std::string::npos);
+  CHECK(unused.err.find("--weights tests has no effect", note + 1) == std::string::npos);
+  CHECK(parse_json(unused)["warnings"].size() == 1);
+}
+
 TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
   const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json");
   const json j = parse_json(r);

@@ -57,6 +57,30 @@ TEST_CASE("scale: each op moves by the ratio of the tile predictor's forecasts",
   CHECK(double(j["latency_ms"]) < double(j["origin_ms"]));  // the A100 is faster than the T4
 }
 
+TEST_CASE("scale: the predictor's warnings are said on stderr and in the JSON, once each", "[cli][scale]") {
+  // a Lua predictor faster than the GPU's peaks: the predictor warns of it on both GPUs (figures.lua
+  // predictor_warnings); scale took the ratios of those forecasts without a word
+  ns_test::temp_dir t;
+  const std::string fast = t.write("fast.lua", "return { predict = function(kernels, gpu) local o = {} for i, k in "
+                                               "ipairs(kernels) do o[i] = k.bytes / (gpu.mem_bw_gbps * 1e12) end "
+                                               "return o end }\n").string();
+  const json j = scale_json("--from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB' --predictor " + ns_test::quoted(fast));
+  size_t said = 0;
+  for (const auto& w : j["warnings"]) said += std::string(w).rfind("predictor " + fast + ":1 priced ", 0) == 0;
+  CHECK(said == 2);  // one per GPU's forecast
+  const auto r = run_cli("scale --trace " + trace + " --from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB' --predictor " +
+                         ns_test::quoted(fast));
+  for (const auto& w : j["warnings"]) {
+    const std::string line = "neusight: warning: " + std::string(w) + "\n";
+    const auto at = r.err.find(line);  // on stderr, once
+    CHECK(at != std::string::npos);
+    CHECK(r.err.find(line, at + 1) == std::string::npos);
+  }
+  // the tile predictor with the bundled weights: nothing of the kind
+  const json ok = scale_json("--from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB'");
+  for (const auto& w : ok["warnings"]) CHECK(std::string(w).find("predictor ") != 0);
+}
+
 TEST_CASE("scale: a trace without its operator graph is a clear error", "[cli][scale]") {
   ns_test::temp_dir t;
   const auto copy = t.write("label/Tesla_T4/gpt2_large-inf-1024-4.csv", ns_test::slurp(ns_test::source_dir / trace));

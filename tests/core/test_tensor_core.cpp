@@ -161,6 +161,21 @@ TEST_CASE("AIConfigurator generation_attention.csv for eval: an fp8 KV cache und
   CHECK(d.skipped.count(skip_fp8_kv_train) == 0);
 }
 
+TEST_CASE("AIConfigurator attention rows of a family not requested are counted under it, not as not modelled") {
+  // train --family attention_prefill over generation_attention.csv: every row is the decode family's, its fp8 compute
+  // and sliding-window rows included (they were counted under their "not modelled" reasons)
+  const gpu_catalog cat(source_dir / "gpus");
+  for (const auto use : {bench_use::train, bench_use::evaluate}) {
+    const auto d = bench_load({fixture_decode}, cat, costs(), use, family::attention_prefill);
+    CHECK(d.rows.empty());
+    REQUIRE(d.skipped.size() == 1);
+    CHECK(d.skipped.at("family attention_decode not requested") == 4);
+  }
+  const auto p = bench_load({fixture_prefill}, cat, costs(), bench_use::evaluate, family::attention_decode);
+  REQUIRE(p.skipped.size() == 1);
+  CHECK(p.skipped.count("family attention_prefill not requested") == 1);
+}
+
 TEST_CASE("AIConfigurator attention rows for training: decode over an fp8 KV cache is skipped and counted") {
   // train reads the same files (weights/train.sh: generation_attention.csv); the shipped weights were fitted without
   // these rows, and training on them would change them

@@ -66,7 +66,7 @@ TEST_CASE("trace: malformed Chrome traces", "[trace]") {
   const fs::path bad_kernel = fixtures / "chrome" / "bad_kernel.json";
   CHECK_THROWS_WITH(trace_load(bad_kernel), at(bad_kernel) + ":5: kernel 'elementwise_add': missing args.grid");
   const fs::path bad_grid = fixtures / "chrome" / "bad_grid.json";
-  CHECK_THROWS_WITH(trace_load(bad_grid), at(bad_grid) + ":2: kernel 'k': args.grid must be 3 positive integers of at most 2147483647");
+  CHECK_THROWS_WITH(trace_load(bad_grid), at(bad_grid) + ":2: kernel 'k': args.grid must be 3 positive integers of at most 2147483647 (got [64,1])");
   const fs::path bad_syntax = fixtures / "chrome" / "bad_syntax.json";
   CHECK_THROWS_WITH(trace_load(bad_syntax), at(bad_syntax) + ":3: invalid JSON: syntax error while parsing object key "
                                                              "- unexpected ','; expected string literal");

@@ -277,4 +277,17 @@ function T.test_bert_tp_errors()
   eq(not ok and err, "bert model 'tiny': opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", "no plan")
 end
 
+function T.test_sdpa_output_reaches_the_output_dense_without_a_copy()
+  -- As in GPT-2 (test_gpt.lua): after sdpa the merge of the heads is a view; eager's ·V product is copied.
+  local function names(attention)
+    local out = {}
+    for _, n in ipairs(bert.build(TINY, { batch = 2, seq = 16, training = true, dtype = "bf16", attention = attention })) do
+      out[n.name] = n.op
+    end
+    return out
+  end
+  eq(names("eager")["layer.attention.self.contiguous"], "contiguous", "eager: the copy")
+  eq(names("sdpa")["layer.attention.self.contiguous"], nil, "sdpa: no copy")
+end
+
 return T

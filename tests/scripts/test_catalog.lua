@@ -45,6 +45,33 @@ function T.test_parameter_counts_are_huggingface_s()
   eq(by.gpt3_175b.arch, "gpt", "family")
 end
 
+-- A build given a notes table (workload.graph's third argument: the listing's, neusight.catalog) gets the builder's
+-- notes on its kernels appended there, not said (Gemma-2's soft-capping under sdpa), every time
+-- (a collected note is not used up by the once-per-model rule). Before, the listing built every preset with eager
+-- attention to keep the note out of `neusight models`.
+function T.test_a_build_collects_its_notes_when_asked()
+  local cfg = {}  -- a name of its own: a note said is said once per model name in a Lua state
+  for k, v in pairs(presets.gemma2_9b) do cfg[k] = v end
+  cfg.name = "gemma2_listing_probe"
+  local w = workload.normalize { model = cfg, gpu = "-", mode = "inference", batch = 1, seq = 8, dtype = "fp32",
+                                 attention = "sdpa" }
+  for round = 1, 2 do
+    local notes = {}
+    local _, nodes = workload.graph(w, nil, notes)
+    assert(#nodes > 0, "a graph")
+    eq(#notes, 1, "round " .. round .. ": the soft-capping note, collected (8 tokens: the window is not reached)")
+    assert(notes[1]:find("'gemma2_listing_probe': attn_logit_softcapping under sdpa attention", 1, true), notes[1])
+  end
+  -- the listing's rows are those of the eager build it made before (the parameters do not depend on the kernel)
+  local by = {}
+  for _, m in ipairs(catalog.models().models) do by[m.name] = m end
+  local _, eager = workload.graph(workload.normalize { model = "gemma2_9b", gpu = "-", mode = "inference", batch = 1,
+                                                       seq = 8, dtype = "fp32", attention = "eager" }, nil, {})
+  local params = 0
+  for _, n in ipairs(eager) do params = params + (n.params or 0) * (n.count or 1) end
+  eq(by.gemma2_9b.params, params, "gemma2_9b: the same parameters")
+end
+
 function T.test_table_and_csv_have_a_line_per_preset()
   local r = catalog.models()
   local text = catalog.format_table(r)

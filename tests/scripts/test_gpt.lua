@@ -131,4 +131,22 @@ function T.test_config_errors()
   eq(not ok and err, "gpt model 'tiny': field 'n_layer' must be a positive integer (got 0)", "n_layer")
 end
 
+function T.test_sdpa_output_reaches_c_proj_without_a_copy()
+  -- PyTorch's attention kernels write O in (b, s, heads, head_dim) order, so HF's merge of the heads after sdpa is a
+  -- view (the GPT-2 trace in tests/fixtures/traces/hf: sdpa → transpose → view → addmm, no copy); the eager ·V
+  -- product is (b, heads, s, head_dim) and .contiguous() copies it. Megatron's flash path likewise copies nothing.
+  for _, megatron in ipairs { false, true } do
+    local function names(attention)
+      local out = {}
+      for _, n in ipairs(gpt.build(TINY, { batch = 2, seq = 16, training = true, dtype = "bf16", attention = attention,
+                                           megatron = megatron })) do
+        out[n.name] = n.op
+      end
+      return out
+    end
+    eq(names("eager")["h.attn.contiguous"], "contiguous", "eager: the copy")
+    eq(names("sdpa")["h.attn.contiguous"], nil, "sdpa: no copy")
+  end
+end
+
 return T

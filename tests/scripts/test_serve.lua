@@ -225,6 +225,41 @@ function M.test_max_running_counts_the_steps_batch_before_it_finishes()
   eq(S.run(o, phase).max_running, 10, "two tokens: the decode step that finishes all ten")
 end
 
+-- The LM head runs on one row per request of a step (vLLM V1: the last position of every scheduled request, a partial
+-- prefill's included; V0: each prompt's last), not on one row per step: prompt steps of several requests and mixed
+-- steps priced it on one (up to 0.17 ms a step too fast). A synthetic model with an lm_head kernel of
+-- 0.3 + 0.01 rows ms (the rest as `phase`'s, linear in the tokens: the step costs are exact); ten prompts of 16
+-- tokens arriving together, output 200 (S = 215 tokens: every step's tokens within it).
+local function with_head(f)
+  local p = phase(f)
+  local rows = f.batch  -- prefill: each prompt's last token; decode: every sequence
+  p.kernels[#p.kernels + 1] = { name = "lm_head", op = "linear", kernel = "Linear", kind = "gemm", kernel_op = "",
+    count = 1, ms = 0.3 + 0.01 * rows, compute_ms = 0, memory_ms = 0.3 }
+  p.latency_ms = p.latency_ms + 0.3 + 0.01 * rows
+  return p
+end
+function M.test_lm_head_runs_on_every_request_of_a_step()
+  local rows = { "arrival_s,input_len,output_len" }
+  for i = 2, 11 do rows[i] = "0,16,200" end
+  local o = { model = "m", gpu = "g", requests_file = "ten.csv", requests_text = table.concat(rows, "\n") .. "\n" }
+  local function rest(t) return 2 + 0.05 * t end  -- prefill's non-attention time of t tokens, LM head aside
+  local function attn(s) return 1e-5 * s * s end
+  local function head(r) return 0.3 + 0.01 * r end
+  -- V0: one prefill step of the ten prompts, the LM head on ten rows
+  local v0 = S.run(o, with_head)
+  near(v0.ttft_ms.max, rest(160) + 10 * attn(16) + head(10), 1e-9, "V0: ten prompts, ten rows")
+  near(v0.ttft_ms.min, v0.ttft_ms.max, 1e-12, "all in that step")
+  -- V1, 100 tokens a step: six whole prompts and 4 tokens of the seventh (seven rows), then the six decode alongside
+  -- the rest of the seventh and the last three prompts (ten rows, the decodes' attention over 16 cached tokens)
+  o.chunked_prefill = 100
+  local v1 = S.run(o, with_head)
+  local t1 = rest(100) + 6 * attn(16) + attn(4) + head(7)
+  local t2 = rest(66) + (attn(16) - attn(4)) + 3 * attn(16) + 1e-4 * 6 * 17 + head(10)
+  near(v1.ttft_ms.min, t1, 1e-9, "V1 first step: seven rows")
+  near(v1.ttft_ms.max, t1 + t2, 1e-9, "V1 mixed step: ten rows")
+  assert(v1.steps.mixed > 0, "a mixed step")
+end
+
 -- A static batch above vLLM's default max_num_seqs (256) runs as one batch, as asked, and says so: before, batch 300
 -- ran as one batch silently, where a vLLM server would run 256 and queue the rest.
 function M.test_static_batch_above_max_num_seqs_says_it_runs_as_one_batch()

@@ -504,11 +504,17 @@ end
 
 function T.test_attention_implementation()
   -- bf16 defaults to sdpa (one fused kernel), fp32 to the eager chain the fp32 measurements were traced from.
-  eq(attention_ops(spec { dtype = "bf16" }), "addmm sdpa contiguous addmm dropout add", "bf16 default: sdpa")
+  -- (bf16 training is amp under torch.autocast: c_attn's input cast and the two Conv1D weight casts, eager softmax's
+  -- fp32 output cast back; tests/scripts/test_autocast.lua)
+  eq(attention_ops(spec { dtype = "bf16" }), "cast cast addmm sdpa cast addmm dropout add", "bf16 default: sdpa")
+  eq(attention_ops(spec { dtype = "bf16", precision = "pure" }), "addmm sdpa addmm dropout add", "bf16 pure: sdpa")
   eq(attention_ops(spec {}), "addmm matmul div where softmax dropout matmul contiguous addmm dropout add", "fp32: eager")
-  eq(attention_ops(spec { dtype = "bf16", attention = "eager" }),
+  eq(attention_ops(spec { dtype = "bf16", attention = "eager", precision = "pure" }),
     "addmm matmul div where softmax dropout matmul contiguous addmm dropout add", "explicit eager in bf16")
-  eq(attention_ops(spec { attention = "sdpa" }), "addmm sdpa contiguous addmm dropout add", "explicit sdpa in fp32")
+  eq(attention_ops(spec { dtype = "bf16", attention = "eager" }),
+    "cast cast addmm matmul div where softmax cast dropout matmul contiguous cast addmm dropout add",
+    "explicit eager in bf16 amp (autocast)")
+  eq(attention_ops(spec { attention = "sdpa" }), "addmm sdpa addmm dropout add", "explicit sdpa in fp32")
   -- The sdpa node carries Q, K, V of this rank's heads and the causal mask.
   local nodes = workload.build(spec { dtype = "bf16" }).nodes
   for _, n in ipairs(nodes) do

@@ -89,8 +89,18 @@ function M.build(cfg, opts)
   end
   local hl = nh * hd -- attention width of this rank
 
-  local g = require("neusight.nodes").new(dtype, shard)
+  local N = require "neusight.nodes"
+  local g = N.new(dtype, shard)
   local nodes, add = g.nodes, g.add
+  -- torch.autocast over fp32 modules (opts.autocast, neusight.workload; HF BertForPreTraining, transformers 4.46): the
+  -- fp32 embeddings, extended mask (in the fp32 model's dtype), residual adds and LayerNorms (autocast's fp32 list);
+  -- each Linear reading an fp32 input casts it (neusight.nodes autocast_cast; its weight: g.add); eager attention's
+  -- scores fp32 from the mask add on, softmax in fp32, the probabilities cast for the P·V matmul
+  g.autocast = opts.autocast == true and not opts.megatron
+  local stream = N.stream_dtype(g)
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
+  -- autocast's cast of an fp32 input before the linear `name`
+  local function cast_in(name, shape) N.autocast_cast(g, name .. ".input_cast", shape) end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
   local tp_all_reduce = g.all_reduce
 
@@ -107,57 +117,74 @@ function M.build(cfg, opts)
   add("getitem", "embeddings.token_type_ids", { { 1, P }, { 1 } }, { 1, s })
   -- get_extended_attention_mask: attention_mask[:, None, None, :], then (1.0 − m) · finfo.min.
   add("getitem", "extended_attention_mask", { { b, s } }, mask)
-  add("mul", "extended_attention_mask.scale", { mask }, mask) -- × Python float: VECmulu
+  add_as(stream, "mul", "extended_attention_mask.scale", { mask }, mask) -- × Python float: VECmulu
   add("getitem", "embeddings.position_ids", { { 1, P }, { 1 } }, { 1, s })
-  add("embedding", "embeddings.word_embeddings", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  add_as(stream, "embedding", "embeddings.word_embeddings", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
   tp_all_reduce("embeddings.word_embeddings.tp_all_reduce", x, "forward",
-    "vocab-parallel embedding: sum of the ranks' partial lookups")
+    "vocab-parallel embedding: sum of the ranks' partial lookups", nil, stream) -- (autocast: the fp32 rows)
   add("view", "embeddings.token_type_embeddings", { { b, s } }, x, cfg.type_vocab_size * h)
-  add("add", "embeddings.add_token_type", { x, x }, x)
+  add_as(stream, "add", "embeddings.add_token_type", { x, x }, x)
   add("view", "embeddings.position_embeddings", { { 1, s } }, { 1, s, h }, P * h)
-  add("add", "embeddings.add_position", { x, { 1, s, h } }, x)
-  add("layernorm", "embeddings.LayerNorm", { x }, x, 2 * h)
-  add("dropout", "embeddings.dropout", { x }, x)
+  add_as(stream, "add", "embeddings.add_position", { x, { 1, s, h } }, x)
+  add_as(stream, "layernorm", "embeddings.LayerNorm", { x }, x, 2 * h)
+  add_as(stream, "dropout", "embeddings.dropout", { x }, x)
 
   g.layer, g.count = "layer", L
-  tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value")
+  -- (the tp_in all-reduces carry the gradient of an fp32 LayerNorm output under autocast)
+  tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value",
+    nil, stream)
+  cast_in("layer.attention.self.query", x)
   add("linear", "layer.attention.self.query", { x }, xl, h * hl + hl)
+  cast_in("layer.attention.self.key", x)
   add("linear", "layer.attention.self.key", { x }, xl, h * hl + hl)
   add("permute", "layer.attention.self.key_heads", { { b, s, nh, hd } }, heads)
+  cast_in("layer.attention.self.value", x)
   add("linear", "layer.attention.self.value", { x }, xl, h * hl + hl)
   add("permute", "layer.attention.self.value_heads", { { b, s, nh, hd } }, heads)
   add("permute", "layer.attention.self.query_heads", { { b, s, nh, hd } }, heads)
   if opts.attention == "sdpa" then
     -- HF's BertSdpaSelfAttention: one fused, non-causal kernel each way (the padding mask is an SDPA argument).
-    add("sdpa", "layer.attention.self.sdpa", { heads, heads, heads }, heads, 0, { causal = false })
+    -- output_shared: attention.output.dense saves O itself (a view: ops/sdpa.lua)
+    add("sdpa", "layer.attention.self.sdpa", { heads, heads, heads }, heads, 0, { causal = false, output_shared = true })
   else
     add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
     add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu
-    add("add", "layer.attention.self.mask", { scores, mask }, scores)
-    add("softmax", "layer.attention.self.softmax", { scores }, scores)
-    add("dropout", "layer.attention.self.dropout", { scores }, scores)
+    add_as(stream, "add", "layer.attention.self.mask", { scores, mask }, scores, 0,
+      { input_dtypes = N.mixed(g, "dtype", "fp32") })
+    add_as(stream, "softmax", "layer.attention.self.softmax", { scores }, scores)
+    add_as(stream, "dropout", "layer.attention.self.dropout", { scores }, scores)
+    N.autocast_cast(g, "layer.attention.self.pv.p_cast", scores)
     add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
   end
   add("permute", "layer.attention.self.merge_heads", { heads }, { b, s, nh, hd })
-  add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  -- .contiguous() copies the eager ·V product; the sdpa kernel's output is already in (b, s, heads, head_dim) order
+  -- (ops/sdpa.lua): a no-op there, as in GPT-2 (models/gpt.lua)
+  if opts.attention ~= "sdpa" then
+    add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  end
   -- Row-parallel attention.output.dense: the bias is added once, after the all-reduce (replicated parameters).
   add("linear", "layer.attention.output.dense", { xl }, x, hl * h + h)
   tp_all_reduce("layer.attention.output.tp_out", x, "forward", "g: sum of the row-parallel attention.output.dense partial outputs")
   add("dropout", "layer.attention.output.dropout", { x }, x)
-  add("add", "layer.attention.output.residual", { x, x }, x, 0, { fused_external = 1 })
-  add("layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
-  tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense")
+  add_as(stream, "add", "layer.attention.output.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- LayerNorm(hidden_states + input_tensor)
+  add_as(stream, "layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
+  tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense",
+    nil, stream)
+  cast_in("layer.intermediate.dense", x)
   add("linear", "layer.intermediate.dense", { x }, { b, s, ni }, h * ni + ni)
   add(act_op, "layer.intermediate.act", { { b, s, ni } }, { b, s, ni })
   add("linear", "layer.output.dense", { { b, s, ni } }, x, ni * h + h)
   tp_all_reduce("layer.output.tp_out", x, "forward", "g: sum of the row-parallel output.dense partial outputs")
   add("dropout", "layer.output.dropout", { x }, x)
-  add("add", "layer.output.residual", { x, x }, x, 0, { fused_external = 1 })
-  add("layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
+  add_as(stream, "add", "layer.output.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") })
+  add_as(stream, "layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
 
   g.layer, g.count = "", 1
   -- BertPooler: hidden_states[:, 0] (the reference charges reading the whole input), dense, tanh.
-  add("getitem", "pooler.first_token", { x }, pooled)
+  add_as(stream, "getitem", "pooler.first_token", { x }, pooled)
+  cast_in("pooler.dense", pooled)
   add("linear", "pooler.dense", { pooled }, pooled, h * h + h)
   add("tanh", "pooler.activation", { pooled }, pooled)
 
@@ -170,11 +197,14 @@ function M.build(cfg, opts)
     end
   else
     -- BertPreTrainingHeads. The decoder's weight is tied to word_embeddings (counted there); its bias is its own.
+    cast_in("cls.predictions.transform.dense", x)
     add("linear", "cls.predictions.transform.dense", { x }, x, h * h + h)
     add(act_op, "cls.predictions.transform.act", { x }, x)
-    add("layernorm", "cls.predictions.transform.LayerNorm", { x }, x, 2 * h)
+    add_as(stream, "layernorm", "cls.predictions.transform.LayerNorm", { x }, x, 2 * h)
     local tied = cfg.tie_word_embeddings ~= false
-    tp_all_reduce("cls.predictions.decoder.tp_in", x, "backward", "f: input gradient of the vocab-parallel decoder")
+    tp_all_reduce("cls.predictions.decoder.tp_in", x, "backward", "f: input gradient of the vocab-parallel decoder",
+      nil, stream)
+    cast_in("cls.predictions.decoder", x)
     add("linear", "cls.predictions.decoder", { x }, { b, s, V }, (tied and 0 or h * V) + V)
     add("linear", "cls.seq_relationship", { pooled }, { b, 2 }, 2 * h + 2)
     if training_loss then

@@ -313,6 +313,11 @@ function M.graph(r, opts)
 
   local g = N.new(dtype, shard, sp)
   g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
+  -- torch.autocast over fp32 modules (opts.autocast: neusight.workload; neusight.nodes autocast_cast, stream_dtype):
+  -- the fp32 residual stream and norms, the projections' per-call input casts, MLA's fp32 normed latents and rotated
+  -- q / k (cat with the 16-bit pass halves promotes: fp32 query and key states), the router below
+  g.autocast = opts.autocast == true and not g.megatron
+  local stream = N.stream_dtype(g)
   local upcast = N.upcasts(g) -- HF's RMSNorm and router compute in fp32
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
@@ -331,7 +336,9 @@ function M.graph(r, opts)
 
   -- The HF pieces llama.lua's modules share (neusight.nodes): DeepseekV3RMSNorm, apply_rotary_pos_emb (rope_interleave:
   -- apply_rotary_pos_emb_interleave), nn.Linear, DeepseekV3MLP (down_proj(silu(gate_proj(x)) · up_proj(x)), no bias).
-  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  -- `in_dtype`: the norm's input dtype (nil: the graph's, as the q / kv latents from q_a_proj / kv_a_proj; `stream`)
+  local function rms_norm(p, shape, width, in_dtype) N.rms_norm(g, p, shape, width, nil, in_dtype) end
+  local attn32 = g.autocast and "fp32" or dtype -- eager attention from the fp32 mask's add on (neusight.models.llama)
   local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table, r.interleave) end
   local function linear(...) N.linear(g, ...) end
   local function swiglu(m, input, mid, width, attrs) N.swiglu(g, m, input, mid, h, width, false, nil, attrs) end
@@ -345,16 +352,23 @@ function M.graph(r, opts)
       xin = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj"
         .. (sp and " and the replicated down projections" or ""), nil, not qr and a .. ".q_proj" or nil)
     end
+    -- under autocast each projection of the fp32 normed x casts it itself (kv_a_proj_with_mqa saves its own copy),
+    -- and q_b_proj / kv_b_proj cast the fp32 output of their latent's norm (its fp32 weight · x promotes)
     if qr then
+      N.autocast_cast(g, a .. ".q_a_proj.input_cast", xin)
       linear(a .. ".q_a_proj", xin, h, qr, { b, s, qr }, r.bias)
       rms_norm(a .. ".q_a_layernorm", { b, s, qr }, qr)
       g.all_reduce(a .. ".q_b_proj.tp_in", { b, s, qr }, "backward",
-        "f: gradient of the replicated q latent from the column-parallel q_b_proj", a .. ".q_b_proj")
+        "f: gradient of the replicated q latent from the column-parallel q_b_proj", a .. ".q_b_proj",
+        g.autocast and stream or nil)
+      N.autocast_cast(g, a .. ".q_b_proj.input_cast", { b, s, qr })
       linear(a .. ".q_b_proj", { b, s, qr }, qr, nh * dqk, q_flat, false)
     else
+      N.autocast_cast(g, a .. ".q_proj.input_cast", xin)
       linear(a .. ".q_proj", xin, h, nh * dqk, q_flat, false)
     end
-    linear(a .. ".kv_a_proj_with_mqa", xin, h, kvr + dr, kv_a, r.bias, true)
+    N.autocast_cast(g, a .. ".kv_a_proj_with_mqa.input_cast", xin)
+    linear(a .. ".kv_a_proj_with_mqa", xin, h, kvr + dr, kv_a, r.bias, not g.autocast)
     rms_norm(a .. ".kv_a_layernorm", latent, kvr)
     if decode then -- absorbed weights over the latent cache (vLLM's MLA decode path); kv_b_proj is W_UK and W_UV
       rope(a .. ".rotary.q", q_rot, q_half)
@@ -375,25 +389,36 @@ function M.graph(r, opts)
     -- (not hidden: it carries k_rot's gradient too, which no column-parallel linear's backward launches)
     g.all_reduce(a .. ".kv_b_proj.tp_in", kv_a, "backward",
       "f: gradient of the replicated kv latent and k_rot from the column-parallel kv_b_proj and heads")
+    N.autocast_cast(g, a .. ".kv_b_proj.input_cast", latent)
     linear(a .. ".kv_b_proj", latent, kvr, nh * (dn + dv), kv_flat, false)
     rope(a .. ".rotary.q", q_rot, q_half)
     rope(a .. ".rotary.k", k_rot, k_half)
-    add("contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
-    add("contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
+    -- (under autocast the cat of the 16-bit pass half and the fp32 rotated half is fp32: the copy priced at 4 B per
+    -- element read and written, an over-count of the pass half's 2)
+    add_as(attn32, "contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
+    add_as(attn32, "contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
     -- HF's past_key_values keep every head's K (qk_nope + qk_rope wide) and V (v_head_dim) (inference: use_cache)
-    N.hf_cache(opts, nodes[#nodes], b, nh, s, dqk, dv)
+    N.hf_cache(opts, nodes[#nodes], b, nh, s, dqk, dv, nil, g.autocast and dtype or nil)
     if serve then N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv) end
     local core = { core_attention = true }
     if sdpa then
+      N.autocast_cast(g, a .. ".sdpa.q_cast", q_heads) -- autocast: the fp32 query and key states cast first
+      N.autocast_cast(g, a .. ".sdpa.k_cast", q_heads)
       add("sdpa", a .. ".sdpa", { q_heads, q_heads, v_heads }, v_heads, 0, {
         core_attention = true, causal = true, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        output_shared = true, -- o_proj saves O itself (a view: ops/sdpa.lua)
         note = "V narrower than Q and K: PyTorch's memory-efficient kernel" })
     else
+      N.autocast_cast(g, a .. ".qk.q_cast", q_heads) -- autocast: matmul casts the fp32 query and key states
+      N.autocast_cast(g, a .. ".qk.k_cast", q_heads)
       add("matmul", a .. ".qk", { q_heads, { b, nh, dqk, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })
       add("mul", a .. ".scale", { scores }, scores, 0, core)
-      add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)
-      add("softmax", a .. ".softmax", { scores }, scores, 0, core)
-      if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      -- + the causal mask (fp32 under autocast: the fp32 embeddings' dtype), softmax(dtype=fp32).to(query's fp32)
+      add_as(attn32, "add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0,
+        { core_attention = true, input_dtypes = N.mixed(g, "dtype", "fp32") })
+      add_as(attn32, "softmax", a .. ".softmax", { scores }, scores, 0, core)
+      if r.p_drop > 0 then add_as(attn32, "dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      N.autocast_cast(g, a .. ".pv.p_cast", scores) -- the fp32 probabilities cast for the P·V matmul
       add("matmul", a .. ".pv", { scores, v_heads }, v_heads, 0, { core_attention = true, core_inputs = "2" })
       add("contiguous", a .. ".contiguous", { v_heads }, { b, s, nh, dv })
     end
@@ -420,20 +445,29 @@ function M.graph(r, opts)
       end
       moe_lib.replicate(nodes, from, per)
     end
+    -- Under torch.autocast the gate's F.linear(hidden_states.type(fp32), weight.type(fp32)) (both already fp32: no
+    -- casts) is on autocast's lower-precision list: it casts both per call and writes bf16 logits. DeepSeek-V3's
+    -- sigmoid (on no list) keeps them bf16: the scores, the top-k weights, the zeros_like(dtype=topk_weights.dtype)
+    -- buffer, the weighted outputs and their index_add_ are bf16, and .type(hidden_states.dtype) casts the sum to the
+    -- fp32 stream's dtype; DeepSeek-V2's softmax(dtype=fp32) makes them fp32 again (and .type is a no-op). The experts
+    -- index the fp32 rows (hidden_states) and cast them per call (neusight.nodes swiglu).
+    local sc = (g.autocast and r.method == "noaux_tc") and dtype or "fp32" -- the scores' and routing weights' dtype
+    local expert_in = (g.autocast and not grouped) and stream or dtype
     local function dispatch(e, rows, per) -- torch.where(mask[e]), hidden_states[token_indices]
       if rows == 0 then return end
       local from = #nodes + 1
       add("nonzero", e .. ".where", { top }, { 2, rows })
-      add("index", e .. ".expert_input", { flat, { rows } }, { rows, h })
+      add_as(expert_in, "index", e .. ".expert_input", { flat, { rows } }, { rows, h })
       moe_lib.replicate(nodes, from, per)
     end
     local function combine(e, rows, per) -- topk_weights[token_indices, weight_indices] · output, index_add_
       if rows == 0 then return end
       local from = #nodes + 1
       local y = { rows, h }
-      add_as("fp32", "index", e .. ".expert_weights", { top, { rows } }, { rows })
-      add_as("fp32", "mul", e .. ".weighted_output", { y, { rows, 1 } }, y)
-      add_as("fp32", "index_add", e .. ".index_add", { y, { rows }, flat }, y)
+      add_as(sc, "index", e .. ".expert_weights", { top, { rows } }, { rows })
+      add_as(sc, "mul", e .. ".weighted_output", { y, { rows, 1 } }, y, 0,
+        { input_dtypes = sc ~= dtype and N.mixed(g, "dtype", sc) or nil }) -- the expert's 16-bit output · the weight
+      add_as(sc, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
       moe_lib.replicate(nodes, from, per)
     end
 
@@ -442,85 +476,97 @@ function M.graph(r, opts)
     -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
     local gate = m .. ".gate"
     local probs = { n, E }
-    if upcast then
+    if upcast and not g.autocast then -- (no-ops on autocast's fp32 stream and fp32 weight)
       add_as("fp32", "cast", gate .. ".hidden_to_fp32", { flat }, flat, 0, { from = dtype })
       add_as("fp32", "cast", gate .. ".weight_to_fp32", { { E, h } }, { E, h }, 0, { from = dtype })
     end
-    add_as("fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
+    N.autocast_cast(g, gate .. ".input_cast", flat) -- autocast: F.linear casts the (fp32) hidden states per call
+    add_as(g.autocast and dtype or "fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
     -- the group-limited selection's mask (V3's get_topk_indices, V2's group_limited_greedy): the topk_group best of
     -- the (n, G) group scores, scatter into a mask, expand + reshape, .bool(), ~ (charged as a unary op), then
     -- masked_fill of the other groups' scores with attributes `fill` (V3: under no_grad; V2: with gradient)
     local function group_mask(fill)
-      add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0) -- no inputs: no gradient either way
-      add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-      add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-      add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
-      add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
-      add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, fill)
+      add_as(sc, "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+      add_as(sc, "zeros", gate .. ".group_mask", {}, { n, G }, 0) -- no inputs: no gradient either way
+      add_as(sc, "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+      add_as(sc, "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+      add_as(sc, "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = sc })
+      add_as(sc, "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
+      add_as(sc, "where", gate .. ".masked_fill", { probs, probs }, probs, 0, fill)
     end
     -- topk_weights / (topk_weights.sum(-1, keepdim) + 1e-20)
     local function renormalise()
-      add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
-      add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-      add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      add_as(sc, "sum", gate .. ".topk_sum", { top }, { n, 1 })
+      add_as(sc, "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+      add_as(sc, "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
     end
     if r.method == "noaux_tc" then
-      add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
+      add_as(sc, "sigmoid", gate .. ".sigmoid", { probs }, probs)
       -- get_topk_indices, under torch.no_grad()
       local grouped = { n, G, E // G }
-      add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
-      add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
-      add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
+      add_as(sc, "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
+      add_as(sc, "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
+      add_as(sc, "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
       group_mask(ng)
-      add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
+      add_as(sc, "topk", gate .. ".topk", { probs }, top, 0, ng)
       -- with gradient: the selected scores
-      add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
+      add_as(sc, "gather", gate .. ".topk_weights", { probs, top }, top)
       if r.norm_topk then renormalise() end
-      add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+      add_as(sc, "mul", gate .. ".routed_scaling_factor", { top }, top)
     else -- DeepSeek-V2's MoEGate: softmax scores, top-k values with their gradient (no no_grad block, no gather)
-      add_as("fp32", "softmax", gate .. ".softmax", { probs }, probs)
+      add_as(sc, "softmax", gate .. ".softmax", { probs }, probs)
       if r.method == "group_limited_greedy" then -- group score = the group's best expert; masked scores keep grad
-        add_as("fp32", "topk", gate .. ".group_max", { { n, G, E // G } }, { n, G, 1 }, 0, ng) -- .max(dim=-1)
+        add_as(sc, "topk", gate .. ".group_max", { { n, G, E // G } }, { n, G, 1 }, 0, ng) -- .max(dim=-1)
         group_mask(nil)
       end
-      add_as("fp32", "topk", gate .. ".topk", { probs }, top)
+      add_as(sc, "topk", gate .. ".topk", { probs }, top)
       if r.norm_topk and k > 1 then -- renormalised, else scaled (DeepSeek-V2's if / else)
         renormalise()
       else
-        add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+        add_as(sc, "mul", gate .. ".routed_scaling_factor", { top }, top)
       end
     end
     if grouped then -- permute, grouped GEMMs, unpermute in the compute dtype (neusight.models.moe.grouped_experts)
-      if upcast then add("cast", m .. ".topk_weights.to_dtype", { top }, top, 0, { from = "fp32" }) end
+      if sc ~= dtype then add("cast", m .. ".topk_weights.to_dtype", { top }, top, 0, { from = sc }) end
       moe_lib.grouped_experts(g, experts, m, n, k, E, h, I)
     else -- moe(): the routed experts into an fp32 buffer
-      add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
+      add_as(sc, "zeros", m .. ".final_hidden_states", {}, flat)
       add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
       moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine, k)
-      if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
+      -- .type(hidden_states.dtype): to the graph's dtype, or under autocast to the fp32 stream's (V3's bf16 sum)
+      if sc ~= expert_in then add_as(expert_in, "cast", m .. ".to_dtype", { flat }, flat, 0, { from = sc }) end
     end
+    local branch = expert_in -- the block's output dtype (fp32 under autocast but for the grouped path)
     if r.ns then
       swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
-      add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+      add_as(branch, "add", m .. ".shared_experts_add", { flat, flat }, flat, 0,
+        { input_dtypes = branch ~= dtype and N.mixed(g, "fp32", "dtype") or nil }) -- + the 16-bit shared experts
     end
-    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)")
+    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)",
+      branch ~= dtype and branch or nil)
+    return branch ~= dtype and branch or nil
   end
 
+  -- the residual adds: fp32 under autocast (the fp32 stream plus the 16-bit o_proj / down_proj output, or plus a MoE
+  -- block's fp32 sum: `branch`)
+  local function residual_attrs(branch)
+    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
+  end
   local function layer(p, kv, sparse)
-    rms_norm(p .. ".input_layernorm", xs, h)
+    rms_norm(p .. ".input_layernorm", xs, h, stream)
     attention(p .. ".self_attn", kv)
-    add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
-    rms_norm(p .. ".post_attention_layernorm", xs, h)
+    add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+    rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     local m = p .. ".mlp"
+    local branch
     if sparse then
-      moe(m)
+      branch = moe(m)
     else
       local I = shard and shard.split(r.I, "intermediate_size") or r.I
       swiglu(m, tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj"), { b, s, I }, I)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
-    add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs(branch))
   end
 
   N.embed_tokens(g, x, V)

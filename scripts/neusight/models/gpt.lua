@@ -83,6 +83,13 @@ function M.build(cfg, opts)
   local g = N.new(dtype, shard, sp)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
+  -- torch.autocast over fp32 modules (opts.autocast, neusight.workload; HF GPT2LMHeadModel, transformers 4.46): the
+  -- fp32 embeddings, residual stream and LayerNorms (layer_norm: autocast's fp32 list), each Conv1D's addmm casting
+  -- its fp32 input (neusight.nodes autocast_cast; its weight: g.add), eager softmax writing fp32 (autocast's
+  -- fp32-with-dtype list: softmax(x, dtype=fp32) reads the 16-bit scores) then .type(value.dtype) back
+  g.autocast = opts.autocast == true and not opts.megatron
+  local stream = N.stream_dtype(g)
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
   -- Megatron's f (g.tp_in: into a column-parallel layer) and g (g.tp_out: out of a row-parallel one), as
   -- all-reduces or, with sequence parallelism, all-gather / reduce-scatter pairs: no-ops without tensor parallelism.
   local tp_all_reduce, tp_in, tp_out = g.all_reduce, g.tp_in, g.tp_out
@@ -97,20 +104,22 @@ function M.build(cfg, opts)
   -- Embeddings. wpe is the same lookup as wte, but the reference classifies `transformer_wpe` as
   -- 'misc' (its name matches none of its embedding patterns), so it costs nothing there. To keep
   -- forecasts comparable it is a zero-kernel "view" node here; its parameters still count for the optimizer.
-  add("embedding", "wte", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  add_as(stream, "embedding", "wte", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
   if not sp then
-    tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
+    tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups",
+      nil, stream) -- fp32 rows under autocast
   end
   add("view", "wpe", { { 1, s } }, { 1, s, h }, P * h)
-  add("add", "embd_add", { x, { 1, s, h } }, x)
-  if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups") end
-  add("dropout", "drop", { xs }, xs)
+  add_as(stream, "add", "embd_add", { x, { 1, s, h } }, x)
+  if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups", stream) end
+  add_as(stream, "dropout", "drop", { xs }, xs)
 
   g.layer, g.count = "h", L
-  add("layernorm", "h.ln_1", { xs }, xs, 2 * h)
+  add_as(stream, "layernorm", "h.ln_1", { xs }, xs, 2 * h)
   -- (the input the column-parallel layer reads: under sequence parallelism it saves the shard, neusight.nodes tp_in)
   local attn_in = tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn", { T, h }, "h.attn.c_attn")
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
+  N.autocast_cast(g, "h.attn.c_attn.input_cast", attn_in)
   add("addmm", "h.attn.c_attn", { { 3 * hl }, attn_in, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
   local xl = tp == 1 and x or { b, s, hl }
   add("split", "h.attn.split", { { b, s, 3 * hl } }, xl)
@@ -130,7 +139,7 @@ function M.build(cfg, opts)
     -- HF's sdpa attention (GPT2SdpaAttention) and Megatron-Core with flash attention: one fused kernel each way
     -- (ops/sdpa.lua), causal, dropout inside the kernel; no scores tensor is materialised.
     add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0,
-      { core_attention = true, causal = true, core_inputs = "1,2,3" })
+      { core_attention = true, causal = true, core_inputs = "1,2,3", output_shared = true }) -- c_proj saves O (ops/sdpa.lua)
   else
     -- core_inputs: what the region keeps when selective recomputation re-runs it (Q and K here, V at ·V)
     add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })
@@ -146,20 +155,28 @@ function M.build(cfg, opts)
       -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
       add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
       add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
-      add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+      add_as(g.autocast and "fp32" or dtype, "softmax", "h.attn.softmax", { scores }, scores, 0, core)
+      -- autocast: attn_weights.type(value.dtype), the fp32 probabilities back to the compute dtype
+      if g.autocast then add("cast", "h.attn.softmax.to_dtype", { scores }, scores, 0, { from = "fp32" }) end
     end
     add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
     add("matmul", "h.attn.pv", { scores, heads }, heads, 0, { core_attention = true, core_inputs = "2" })
   end
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
-  add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  -- .contiguous() copies the eager ·V product; the sdpa kernels' output is already in (b, s, heads, head_dim) order
+  -- (ops/sdpa.lua), so there it is a no-op: the tests/fixtures/traces/hf GPT-2 trace runs sdpa → transpose → view → addmm
+  if decode or opts.attention ~= "sdpa" then
+    add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  end
   -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
   add("addmm", "h.attn.c_proj", { { h }, { T, hl }, { hl, h } }, { T, h }, hl * h + h)
   tp_out("h.attn.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.attn.resid_dropout", { xs }, xs)
-  add("add", "h.attn.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
-  add("layernorm", "h.ln_2", { xs }, xs, 2 * h)
+  add_as(stream, "add", "h.attn.residual", { xs, xs }, xs, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- attn_output + residual -- x + residual stream (fusion.lua)
+  add_as(stream, "layernorm", "h.ln_2", { xs }, xs, 2 * h)
   local fc_in = tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc", { T, h }, "h.mlp.c_fc")
+  N.autocast_cast(g, "h.mlp.c_fc.input_cast", fc_in)
   add("addmm", "h.mlp.c_fc", { { ni }, fc_in, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
@@ -178,14 +195,16 @@ function M.build(cfg, opts)
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
   tp_out("h.mlp.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.mlp.dropout", { xs }, xs)
-  add("add", "h.mlp.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
+  add_as(stream, "add", "h.mlp.residual", { xs, xs }, xs, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "dtype", "fp32") }) -- feed_forward_hidden_states + residual -- x + residual stream (fusion.lua)
 
   g.layer, g.count = "", 1
-  add("layernorm", "ln_f", { xs }, xs, 2 * h)
+  add_as(stream, "layernorm", "ln_f", { xs }, xs, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
   local head_in = N.lm_head_input(g, serve, tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head",
     nil, "lm_head"))
+  N.autocast_cast(g, "lm_head.input_cast", head_in)
   add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
     { bias = false, tied = tied and "wte" or nil })
   N.causal_lm_loss(g, b, s, V, opts)

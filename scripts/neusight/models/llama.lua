@@ -315,11 +315,19 @@ function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
 -- Gemma2's attn_logit_softcapping under sdpa: HF's sdpa_attention_forward drops the softcap (only eager and
 -- flash_attention_2 apply it), so the model HF runs there has no soft-capping and its kernel is the plain sdpa one.
 -- Said once per model name (search builds a graph per layout).
+-- A build given opts.notes (a table: neusight.workload graph's `notes`, a listing's build) gets each note appended
+-- there, unsaid and not used up; else each is said once.
+local function note(opts, seen, key, text)
+  if type(opts.notes) == "table" then
+    opts.notes[#opts.notes + 1] = text
+  elseif not seen[key] then
+    seen[key] = true
+    require("neusight").warn(text)
+  end
+end
 local softcap_warned = {}
-local function softcap_note(who)
-  if softcap_warned[who] then return end
-  softcap_warned[who] = true
-  require("neusight").warn(("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
+local function softcap_note(who, opts)
+  note(opts, softcap_warned, who, ("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
     .. "flash_attention_2 do), so the forecast prices the sdpa kernel alone; give --attention eager (workload field "
     .. "attention) for the kernels of the soft-capped scores"):format(who))
 end
@@ -327,11 +335,8 @@ end
 -- Which kernel a sliding-window model's windowed layers were priced as (sdpa attention, the window reached), said
 -- once per model name and kernel: a serving prefill's windowed FlashAttention kernel, or HF's masked one.
 local window_warned = {}
-local function window_note(who, window, band)
-  local key = who .. (band and "|band" or "|mask")
-  if window_warned[key] then return end
-  window_warned[key] = true
-  require("neusight").warn(band
+local function window_note(who, window, band, opts)
+  note(opts, window_warned, who .. (band and "|band" or "|mask"), band
     and ("%s: sliding window %d: the windowed layers' prefill attention is priced as the serving engines' windowed "
       .. "FlashAttention kernel (vLLM, SGLang), the causal pairs within the window (about s × %d)"):format(who, window, window)
     or ("%s: sliding window %d: the windowed layers' attention is priced as HF's sdpa path runs it, a masked "
@@ -376,9 +381,13 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
-  if sdpa and not decode and r.attn_softcap then softcap_note(who) end
+  if sdpa and not decode and r.attn_softcap then softcap_note(who, opts) end
   local g = N.new(dtype, shard, sp)
   g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
+  -- torch.autocast over fp32 modules (opts.autocast: neusight.workload, precision amp with eager kernels): the dtype
+  -- flow of HF's eager modules under it (neusight.nodes autocast_cast, stream_dtype); a MoE layer's router and expert
+  -- dispatch retype themselves (neusight/models/moe.lua block)
+  g.autocast = opts.autocast == true and not g.megatron
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
@@ -397,8 +406,22 @@ function M.graph(r, opts, moe)
 
   -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, the q/k/v projections, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
-  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width, r.gemma) end
-  local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
+  -- `in_dtype`: the norm's input dtype (nil: the graph's; stream: the residual stream's, fp32 under autocast)
+  local stream = N.stream_dtype(g)
+  local function rms_norm(p, shape, width, in_dtype) N.rms_norm(g, p, shape, width, r.gemma, in_dtype) end
+  -- q / k enter RoPE in the projection's dtype, or fp32 after Qwen3's q_norm / k_norm under autocast (fp32 weight ·
+  -- x; Gemma's (1 + w) norm returns x's dtype)
+  local rope_in = (r.qk_norm and g.autocast and not r.gemma) and "fp32" or nil
+  local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table, nil, rope_in) end
+  -- an op on autocast's fp32 list (softmax) or fed an fp32 operand (the mask add: HF's causal mask is in the fp32
+  -- inputs_embeds' dtype) under autocast runs in fp32; `add_as(attn32, ...)`
+  local attn32 = g.autocast and "fp32" or dtype
+  -- residual + the branch's 16-bit output (HF's `residual + hidden_states`; fusion.lua's fused_external)
+  -- `branch`: the branch's dtype under autocast ("dtype": the 16-bit output of o_proj / down_proj; "fp32": a MoE
+  -- block's final_hidden_states, zeros in the fp32 stream's dtype)
+  local function residual_attrs(branch)
+    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
+  end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -408,7 +431,7 @@ function M.graph(r, opts, moe)
   -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase; `window` = { tokens, layers }:
   -- how many of the group's layers keep at most the sliding window cached (neusight.nodes.kv_cache_write), or nil.
   local function layer(p, win, kv, sparse, window)
-    rms_norm(p .. ".input_layernorm", xs, h)
+    rms_norm(p .. ".input_layernorm", xs, h, stream)
     local a = p .. ".self_attn"
     local attn_in = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj",
       nil, a .. ".qkv_proj") -- Megatron's linear_qkv (neusight.nodes qkv)
@@ -420,7 +443,8 @@ function M.graph(r, opts, moe)
     end
     rope(a .. ".rotary.q", q_heads, q_half)
     rope(a .. ".rotary.k", kv_heads, kv_half)
-    N.hf_cache(opts, nodes[#nodes], b, kvh, s, hd, nil, nh) -- the rotated K (and V) in HF's past_key_values
+    -- the rotated K (fp32 under autocast) and V (v_proj's output) in HF's past_key_values
+    N.hf_cache(opts, nodes[#nodes], b, kvh, s, hd, nil, nh, dtype)
     -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
     local core = { core_attention = true }
     if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, kvh, s, hd, kv, window) end
@@ -428,19 +452,27 @@ function M.graph(r, opts, moe)
       N.decode_attention(g, a .. ".decode_attention", b, nh, kvh, hd, kv)
     elseif sdpa then
       local band = math.type(win) == "integer"
+      -- scaled_dot_product_attention is on autocast's lower-precision list: the fp32 rotated q and k cast first
+      N.autocast_cast(g, a .. ".sdpa.q_cast", q_heads)
+      N.autocast_cast(g, a .. ".sdpa.k_cast", kv_heads)
       add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
         core_attention = true, causal = win ~= "mask", window = band and win or nil,
         dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        output_shared = true, -- o_proj saves O itself (a view: ops/sdpa.lua)
         note = win == "mask" and "sliding-window mask: memory-efficient kernel over all s × s pairs"
           or band and ("sliding window %d: FlashAttention's windowed kernel, the causal pairs within the window"):format(win)
           or nil })
     else
-      if kvh < nh then -- repeat_kv: expand + reshape, a copy to all query heads
-        add("contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0, { core_attention = true, core_inputs = "1" })
+      if kvh < nh then -- repeat_kv: expand + reshape, a copy to all query heads (of the fp32 rotated k under autocast)
+        add_as(g.autocast and "fp32" or dtype, "contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0,
+          { core_attention = true, core_inputs = "1" })
         add("contiguous", a .. ".repeat_kv.v", { kv_heads }, q_heads, 0, { core_attention = true, core_inputs = "1" })
       end
       -- core_inputs: what the region keeps under selective recomputation (Q, K, V; K and V before repeat_kv)
       local gqa = kvh < nh
+      -- matmul is on autocast's lower-precision list: the fp32 rotated q and (repeated) k cast first, the casts saved
+      N.autocast_cast(g, a .. ".qk.q_cast", q_heads)
+      N.autocast_cast(g, a .. ".qk.k_cast", gqa and q_heads or kv_heads)
       add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0,
         { core_attention = true, core_inputs = gqa and "1" or "1,2" })
       if opts.megatron and not r.attn_softcap and (dtype == "fp16" or dtype == "bf16") then
@@ -455,27 +487,32 @@ function M.graph(r, opts, moe)
           add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
           add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
         end
-        add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
-        add("softmax", a .. ".softmax", { scores }, scores, 0, core)
+        add_as(attn32, "add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0,
+          { core_attention = true, input_dtypes = N.mixed(g, "dtype", "fp32") })   -- + causal mask  VECadd
+        add_as(attn32, "softmax", a .. ".softmax", { scores }, scores, 0, core) -- softmax(dtype=fp32).to(q's dtype)
       end
-      if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      if r.p_drop > 0 then add_as(attn32, "dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      -- autocast: the fp32 probabilities cast for the P·V matmul (which saves that copy)
+      N.autocast_cast(g, a .. ".pv.p_cast", scores)
       add("matmul", a .. ".pv", { scores, q_heads }, q_heads, 0, { core_attention = true, core_inputs = gqa and "" or "2" })
       add("contiguous", a .. ".contiguous", { q_heads }, { b, s, nh, hd })    -- transpose(1, 2).contiguous()
     end
     -- Row-parallel o_proj: its bias (attention_bias) is added once, after the all-reduce (replicated).
     add("linear", a .. ".o_proj", { q_flat }, x, nh * hd * h + (r.o_bias and h or 0), { bias = r.o_bias })
     tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
+    -- the residual adds: fp32 under autocast (add takes its widest input, the fp32 stream)
     if r.sandwich then -- Gemma2: the attention output normed before the residual add, the MLP's input after it
       rms_norm(p .. ".post_attention_layernorm", xs, h)
-      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
-      rms_norm(p .. ".pre_feedforward_layernorm", xs, h)
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+      rms_norm(p .. ".pre_feedforward_layernorm", xs, h, stream)
     else
-      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
-      rms_norm(p .. ".post_attention_layernorm", xs, h)
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+      rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     end
     local m = p .. ".mlp"
+    local branch -- the MLP branch's dtype under autocast (nil: the compute dtype; moe.block says its own)
     if sparse then
-      moe.block(ctx, p)
+      branch = moe.block(ctx, p)
     else
       local mlp_in = tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj",
         nil, m .. ".gate_up_proj") -- Megatron's linear_fc1 (neusight.nodes swiglu)
@@ -485,12 +522,14 @@ function M.graph(r, opts, moe)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
     if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
-    add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs(branch))
   end
 
   N.embed_tokens(g, x, V)
   -- Gemma: inputs_embeds · sqrt(hidden_size) (a tensor in the dtype: one VECmulu)
-  if r.gemma then add("mul", "embed_scale", { xs }, xs, 0, { note = "Gemma: embeddings · sqrt(hidden_size)" }) end
+  if r.gemma then
+    add_as(N.stream_dtype(g), "mul", "embed_scale", { xs }, xs, 0, { note = "Gemma: embeddings · sqrt(hidden_size)" })
+  end
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window: HF then passes a mask (a
   -- non-causal kernel over all pairs); a serving prefill (vLLM, SGLang) runs the windowed FlashAttention kernel over
@@ -503,7 +542,7 @@ function M.graph(r, opts, moe)
   local capped = kv ~= nil and kv_window < kv -- the window caps a windowed layer's cache
   local masked = not serve and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
   local sliding = (capped or masked) and r.windowed or 0
-  if sliding > 0 and sdpa and not decode then window_note(who, r.window, serve ~= nil) end
+  if sliding > 0 and sdpa and not decode then window_note(who, r.window, serve ~= nil, opts) end
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
   -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
   -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed

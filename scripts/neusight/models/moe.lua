@@ -95,6 +95,7 @@ local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, erro
 local checks = require "neusight.models.check"
 local llama = require "neusight.models.llama"
 local K = require "neusight.kernels"
+local N = require "neusight.nodes"
 
 local M = {}
 
@@ -467,26 +468,36 @@ local function block(ctx, p)
     end
     M.replicate(nodes, from, per)
   end
+  -- Under torch.autocast (g.autocast) hidden_states is the fp32 residual stream's normed x: the gate casts it per call
+  -- (neusight.nodes autocast_cast) and writes bf16 logits; softmax(dtype=float) and the top-k are fp32 and
+  -- routing_weights.to(hidden_states.dtype) is a no-op (no cast); current_state indexes the fp32 rows, each expert's
+  -- w1 / w3 cast them per call (neusight.nodes swiglu); the bf16 w2 output times the fp32 routing weight promotes to
+  -- fp32 and index_add_ accumulates into final_hidden_states, zeros in hidden_states' fp32 (HF transformers 4.46
+  -- MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock).
+  -- The grouped path (M.grouped_experts) is not retyped: it keeps the compute dtype, as before.
+  local grouped = M.implementation(opts, r.who) == "grouped"
+  local stream = grouped and g.dtype or N.stream_dtype(g)
   local function dispatch(e, rows, per) -- the tokens of one expert: torch.where(mask[e]), hidden_states[top_x]
     if rows == 0 then return end
     local from = #nodes + 1
     add("nonzero", e .. ".where", { { k, n } }, { 2, rows })
-    add("index", e .. ".current_state", { flat, { rows } }, { rows, h })
+    N.add_as(g, stream, "index", e .. ".current_state", { flat, { rows } }, { rows, h })
     M.replicate(nodes, from, per)
   end
   local function combine(e, rows, per) -- × routing_weights[top_x, idx], final.index_add_(0, top_x, ·)
     if rows == 0 then return end
     local from = #nodes + 1
     local y = { rows, h }
-    add("index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
-    add("mul", e .. ".weighted", { y, { rows, 1 } }, y)
-    add("index_add", e .. ".index_add", { y, { rows }, flat }, y)
+    N.add_as(g, stream, "index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
+    N.add_as(g, stream, "mul", e .. ".weighted", { y, { rows, 1 } }, y, 0, { input_dtypes = N.mixed(g, "dtype", "fp32") })
+    N.add_as(g, stream, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
     M.replicate(nodes, from, per)
   end
 
   -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
   g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
-  if opts.training and moe.jitter > 0 then add("mul", m .. ".jitter", { flat, flat }, flat) end
+  if opts.training and moe.jitter > 0 then N.add_as(g, stream, "mul", m .. ".jitter", { flat, flat }, flat) end
+  N.autocast_cast(g, m .. ".gate.input_cast", flat)
   add("linear", m .. ".gate", { flat }, { n, E }, h * E, { bias = false })
   local probs = { n, E }
   ctx.add_as("fp32", "softmax", m .. ".routing_softmax", { probs }, probs)        -- F.softmax(dtype=torch.float)
@@ -495,11 +506,13 @@ local function block(ctx, p)
     ctx.add_as("fp32", "sum", m .. ".topk_sum", { top }, { n, 1 })
     ctx.add_as("fp32", "div", m .. ".topk_norm", { top, { n, 1 } }, top)
   end
-  if ctx.upcast then add("cast", m .. ".routing_weights.to_dtype", { top }, top, 0, { from = "fp32" }) end
-  if M.implementation(opts, r.who) == "grouped" then
+  if ctx.upcast and not g.autocast then
+    add("cast", m .. ".routing_weights.to_dtype", { top }, top, 0, { from = "fp32" })
+  end
+  if grouped then
     M.grouped_experts(g, experts, m, n, k, E, h, I)
   else
-    add("zeros", m .. ".final_hidden_states", {}, flat)
+    N.add_as(g, stream, "zeros", m .. ".final_hidden_states", {}, flat)
     local mask = { E, k, n }
     add("one_hot", m .. ".expert_mask", { top }, mask)
     add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
@@ -510,12 +523,17 @@ local function block(ctx, p)
     local Is = shard and shard.split(moe.shared_I, "shared_expert_intermediate_size") or moe.shared_I
     local col = { n, 1 }
     ctx.swiglu(m .. ".shared_expert", flat, { n, Is }, Is, false)
+    N.autocast_cast(g, m .. ".shared_expert_gate.input_cast", flat)
     add("linear", m .. ".shared_expert_gate", { flat }, col, h, { bias = false })
     add("sigmoid", m .. ".shared_expert_gate.sigmoid", { col }, col)
     add("mul", m .. ".shared_expert_gated", { col, flat }, flat)
-    add("add", m .. ".shared_expert_add", { flat, flat }, flat)
+    -- the experts' fp32 sum plus the bf16 gated shared expert: fp32 under autocast
+    N.add_as(g, stream, "add", m .. ".shared_expert_add", { flat, flat }, flat, 0,
+      { input_dtypes = N.mixed(g, "fp32", "dtype") })
   end
-  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs")
+  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs",
+    not grouped and stream or nil) -- the experts' fp32 final_hidden_states under autocast
+  return grouped and nil or stream -- the branch's dtype: final_hidden_states' (the grouped path keeps the compute dtype)
 end
 
 -- HF's load_balancing_loss_func over the concatenated router logits of the sparse layers (training).
@@ -527,14 +545,17 @@ local function aux_loss(ctx, sparse_layers)
   local T = sparse_layers * ctx.b * ctx.s
   local logits, top = { T, E }, { T, k }
   add("contiguous", "router_aux_loss.cat", { logits }, logits)                       -- torch.cat(gate_logits)
-  add("softmax", "router_aux_loss.softmax", { logits }, logits)
-  add("topk", "router_aux_loss.topk", { logits }, top)
+  -- under torch.autocast the gate's logits are bf16 and softmax is on autocast's fp32 list: the routing weights and
+  -- what follows them are fp32 (F.softmax's kernel reads the bf16 logits: priced at the node's 4 bytes, an over-count)
+  local probs = g.autocast and "fp32" or g.dtype
+  N.add_as(g, probs, "softmax", "router_aux_loss.softmax", { logits }, logits)
+  N.add_as(g, probs, "topk", "router_aux_loss.topk", { logits }, top)
   add("one_hot", "router_aux_loss.expert_mask", { top }, { T, k, E })
   add("mean", "router_aux_loss.tokens_per_expert", { { T, k, E } }, { k, E }, 0,    -- expert_mask.float().mean(0)
     { elem_bytes = K.index_bytes, no_grad = true })
-  add("mean", "router_aux_loss.router_prob_per_expert", { logits }, { E })
-  add("mul", "router_aux_loss.product", { { k, E }, { 1, E } }, { k, E })
-  add("sum", "router_aux_loss.sum", { { k, E } }, { 1 })
+  N.add_as(g, probs, "mean", "router_aux_loss.router_prob_per_expert", { logits }, { E })
+  N.add_as(g, probs, "mul", "router_aux_loss.product", { { k, E }, { 1, E } }, { k, E })
+  N.add_as(g, probs, "sum", "router_aux_loss.sum", { { k, E } }, { 1 })
 end
 
 --- Builds the op graph of one forward pass (llama.graph with the MoE block in the sparse layers).

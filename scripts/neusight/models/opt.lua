@@ -132,9 +132,22 @@ function M.build(cfg, opts)
   g.megatron = opts.megatron == true -- one q/k/v GEMM (neusight.nodes qkv; the header)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
+  -- torch.autocast over fp32 modules (opts.autocast, neusight.workload; HF OPTForCausalLM, transformers 4.46): the fp32
+  -- embeddings, residual stream and LayerNorms (autocast's fp32 list), each Linear reading an fp32 input casting it
+  -- (neusight.nodes autocast_cast; its weight: g.add), eager attention's scores fp32 from the mask add on (the causal
+  -- mask is in the fp32 inputs_embeds' dtype; softmax then runs in fp32), the probabilities cast for the P·V bmm
+  g.autocast = opts.autocast == true and not g.megatron
+  local stream = N.stream_dtype(g)
+  local attn32 = g.autocast and "fp32" or dtype
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
   -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`; `shared`: `x` is the input an earlier linear already
-  -- saves (k_proj and v_proj read q_proj's): saved once (neusight.nodes linear).
-  local function linear(name, x, in_f, out_f, out, shared)
+  -- saves (k_proj and v_proj read q_proj's): saved once (neusight.nodes linear). `fp32_in`: under autocast its input
+  -- is fp32 (the stream or a LayerNorm's output): cast first, and its own copy saved.
+  local function linear(name, x, in_f, out_f, out, shared, fp32_in)
+    if fp32_in and g.autocast then
+      N.autocast_cast(g, name .. ".input_cast", x)
+      shared = false
+    end
     N.linear(g, name, x, in_f, out_f, out, bias, shared)
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
@@ -153,16 +166,18 @@ function M.build(cfg, opts)
   -- that q_proj saves for backward: autograd keeps that one tensor once.
   local function project(which)
     if not g.megatron then
-      linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q")
+      linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q", true)
     elseif which == "q" then
+      N.autocast_cast(g, "layers.self_attn.qkv_proj.input_cast", x)
       N.qkv(g, "layers.self_attn", x, h, nh, nh, hd, xl, xl, bias)
     end
   end
 
   -- Embeddings and masks, in the order OPTDecoder.forward runs them.
-  add("embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep, { num_embeddings = V, embedding_dim = wep })
+  add_as(stream, "embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep,
+    { num_embeddings = V, embedding_dim = wep })
   tp_all_reduce("embed_tokens.tp_all_reduce", { b, s, wep }, "forward",
-    "vocab-parallel embedding: sum of the ranks' partial lookups")
+    "vocab-parallel embedding: sum of the ranks' partial lookups", nil, stream) -- (autocast: the fp32 rows)
   -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None]; HF makes
   -- none for a single query token (decode).
   if not decode then
@@ -178,13 +193,17 @@ function M.build(cfg, opts)
   add("add", "embed_positions.offset", { tokens }, tokens) -- + 2, a Python int: VECaddu
   add("view", "embed_positions", { tokens }, x, (P + POSITION_OFFSET) * h)
   if wep ~= h then
+    N.autocast_cast(g, "project_in.input_cast", { b, s, wep })
     add("linear", "project_in", { { b, s, wep } }, x, wep * h, { bias = false })
   end
-  add("add", "embed_add", { x, x }, x)
+  add_as(stream, "add", "embed_add", { x, x }, x, 0,
+    { input_dtypes = wep ~= h and N.mixed(g, "dtype", "fp32") or nil }) -- (project_in's 16-bit output + positions)
 
   g.layer, g.count = "layers", L
-  if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
-  tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
+  if pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
+  -- (the tp_in all-reduces carry the gradient of an fp32 LayerNorm output or stream under autocast)
+  tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections",
+    nil, stream)
   if decode then
     -- one token per sequence: q/k/v projections, the new K/V appended to the cache, one fused decode kernel (the
     -- 1/√head_dim scale is its argument; no scores tensor, no clamp: see the header)
@@ -203,7 +222,8 @@ function M.build(cfg, opts)
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
     N.hf_cache(opts, nodes[#nodes], b, nh, s, hd) -- K and V kept in HF's past_key_values (inference: use_cache)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
-    add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
+    -- output_shared: out_proj saves O itself (a view: ops/sdpa.lua)
+    add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true, output_shared = true })
   else
     project("q")
     add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
@@ -219,11 +239,13 @@ function M.build(cfg, opts)
     add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
     add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
     -- scores.view(b, nh, s, s) + the (b, 1, s, s) causal ∧ padding mask
-    add("add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s })
+    add_as(attn32, "add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s }, 0,
+      { input_dtypes = N.mixed(g, "dtype", "fp32") })
     -- torch.max(scores, torch.tensor(finfo.min)): an element-wise kernel over the scores
-    add("maximum", "layers.self_attn.clamp", { { b, nh, s, s }, { 1 } }, { b, nh, s, s })
-    add("softmax", "layers.self_attn.softmax", { scores }, scores)
-    add("dropout", "layers.self_attn.dropout", { scores }, scores)
+    add_as(attn32, "maximum", "layers.self_attn.clamp", { { b, nh, s, s }, { 1 } }, { b, nh, s, s })
+    add_as(attn32, "softmax", "layers.self_attn.softmax", { scores }, scores)
+    add_as(attn32, "dropout", "layers.self_attn.dropout", { scores }, scores)
+    N.autocast_cast(g, "layers.self_attn.pv.p_cast", scores) -- bmm on autocast's lower-precision list
     add("bmm", "layers.self_attn.pv", { scores, { bh, s, hd } }, { bh, s, hd })
   end
   add("transpose", "layers.self_attn.merge_heads", { heads }, { b, s, nh, hd })
@@ -232,31 +254,39 @@ function M.build(cfg, opts)
   linear("layers.self_attn.out_proj", xl, hl, h, x)
   tp_all_reduce("layers.self_attn.tp_out", x, "forward", "g: sum of the row-parallel out_proj partial outputs")
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
-  add("add", "layers.self_attn.residual", { x, x }, x, 0, { fused_external = 1 })
-  if not pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
+  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
+  if not pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
-  if pre_ln then add("layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
-  tp_all_reduce("layers.fc1.tp_in", x2d, "backward", "f: input gradient of the column-parallel fc1")
-  linear("layers.fc1", x2d, h, ffn, { T, ffn })
+  if pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
+  tp_all_reduce("layers.fc1.tp_in", x2d, "backward", "f: input gradient of the column-parallel fc1", nil, stream)
+  linear("layers.fc1", x2d, h, ffn, { T, ffn }, false, true)
   add(act_op, "layers.activation_fn", { { T, ffn } }, { T, ffn })
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
   tp_all_reduce("layers.fc2.tp_out", x2d, "forward", "g: sum of the row-parallel fc2 partial outputs")
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
-  add("add", "layers.fc_residual", { x2d, x2d }, x2d, 0, { fused_external = 1 })
+  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0,
+    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
   add("view", "layers.unflatten", { x2d }, x)
-  if not pre_ln then add("layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
+  if not pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 
   g.layer, g.count = "", 1
   -- OPTDecoder keeps a final LayerNorm only for pre-LN models (unless _remove_final_layer_norm).
-  if pre_ln and not cfg._remove_final_layer_norm then add("layernorm", "final_layer_norm", { x }, x, 2 * h) end
+  if pre_ln and not cfg._remove_final_layer_norm then
+    add_as(stream, "layernorm", "final_layer_norm", { x }, x, 2 * h)
+  end
   if wep ~= h then
+    N.autocast_cast(g, "project_out.input_cast", x)
     add("linear", "project_out", { x }, { b, s, wep }, h * wep, { bias = false })
   end
   -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
   local tied = cfg.tie_word_embeddings ~= false
-  tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head")
+  tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head", nil,
+    wep == h and stream or nil) -- the final LayerNorm's fp32 output under autocast; project_out's 16-bit one
   local head_in = N.lm_head_input(g, serve, { b, s, wep }) -- prefill: each prompt's last token
   local logits = { b, head_in[2], V }
+  -- (project_out's output is already in the compute dtype)
+  if wep == h then N.autocast_cast(g, "lm_head.input_cast", head_in) end
   add("linear", "lm_head", { head_in }, logits, tied and 0 or wep * V,
     { bias = false, tied = tied and "embed_tokens" or nil })
   add("contiguous", "logits.contiguous", { logits }, logits)

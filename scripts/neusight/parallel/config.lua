@@ -19,7 +19,7 @@ local DEFAULT_BUCKET_MB = 25
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
   bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true, recompute = true,
-  sequence_parallel = true, distributed_optimizer = true,
+  sequence_parallel = true, distributed_optimizer = true, zero = true,
 }
 
 --- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
@@ -193,6 +193,27 @@ function M.one_chunk_only(schedule)
     :format(table.concat(names, ", "), schedule)
 end
 
+--- Why ZeRO stage `zero` cannot run with `pp` pipeline stages and expert-parallel degree `ep`, or nil: what is not
+--- modelled is refused. ZeRO-2/3 with a pipeline (DeepSpeed's PipelineEngine asserts ZeRO stage <= 1; Megatron-LM
+--- shards no more than the optimizer state under pipelining); ZeRO-3 with expert parallelism (the experts' parameter
+--- gathers over their own replicas are not priced). With tp, ZeRO-2/3 shard each tensor-parallel shard over its dp
+--- group (torchtitan's 2-D FSDP + TP): allowed. Shared by normalize (the error "parallel.zero: <reason>") and
+--- neusight.search (the reason a layout is skipped).
+---@return string?
+function M.zero_refusal(zero, pp, ep)
+  if zero >= 2 and pp > 1 then
+    return ("ZeRO stage %d shards the gradients%s over dp, which is not run with pipeline parallelism (pp = %d): "
+      .. "DeepSpeed's pipeline engine allows ZeRO stage 0 or 1 only and Megatron-LM shards the optimizer state alone "
+      .. "(zero = 1, its distributed optimizer); use zero <= 1 with pp > 1, or pp = 1")
+      :format(zero, zero == 3 and " and parameters" or "", pp)
+  end
+  if zero == 3 and ep > 1 then
+    return ("ZeRO stage 3 with expert parallelism (ep = %d) is not modelled (the experts' parameter all-gathers over "
+      .. "their own replicas); use zero <= 2 with ep > 1, or ep = 1"):format(ep)
+  end
+  return nil
+end
+
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
 --- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
 --- Errors are "parallel.<field>: …" (level 0), so workload.lua can prefix the script name.
@@ -268,7 +289,32 @@ function M.normalize(p)
   out.sequence_parallel = boolean_field(p, "sequence_parallel", false) and out.tp >= 2
   -- distributed_optimizer (Megatron-LM --use-distributed-optimizer, ZeRO stage 1): optimizer state and step
   -- sharded over dp; gradients reduce-scattered, updated parameters all-gathered after the step.
-  out.distributed_optimizer = boolean_field(p, "distributed_optimizer", false)
+  -- zero (ZeRO stage, Rajbhandari et al. 2020; DeepSpeed zero_optimization.stage; PyTorch FSDP's sharding
+  -- strategies): what of the model state each data-parallel rank keeps 1/dp of. 0 plain DDP (the default); 1 the
+  -- optimizer state (master copies and moments) and its step, which is Megatron-LM's distributed optimizer: the same
+  -- fact as distributed_optimizer = true, which is its other name (giving both is refused: one source of it);
+  -- 2 the gradients too (DeepSpeed stage 2, FSDP SHARD_GRAD_OP); 3 the parameters too (DeepSpeed stage 3, FSDP
+  -- FULL_SHARD / FSDP2 fully_shard, torchtitan): each layer's parameters are all-gathered before its forward and
+  -- again before its backward, its gradients reduce-scattered after it (neusight.parallel.zero prices both).
+  local zero = p.zero
+  if zero ~= nil and (math.type(zero) ~= "integer" and not (type(zero) == "number" and zero == floor(zero))
+      or zero < 0 or zero > 3) then
+    error(("parallel.zero: 0, 1, 2 or 3 expected (the ZeRO stage: 0 none, 1 optimizer state, 2 + gradients, "
+      .. "3 + parameters), got %s"):format(show(zero)), 0)
+  end
+  local dist = boolean_field(p, "distributed_optimizer", nil)
+  if zero == nil then
+    zero = dist and 1 or 0
+  elseif dist ~= nil and dist ~= (zero >= 1) then
+    -- both given and saying different things (a normalized table has both, agreeing: zero >= 1 shards the optimizer)
+    error(("parallel.zero: zero = %s and distributed_optimizer = %s disagree: distributed_optimizer = true is zero = 1 "
+      .. "(stages 2 and 3 shard the optimizer state too); give one of them"):format(show(p.zero), show(dist)), 0)
+  end
+  out.zero = floor(zero)
+  -- what the rest of the engine reads of it: the optimizer state and step are sharded (zero >= 1), derived here only
+  out.distributed_optimizer = out.zero >= 1
+  local why = M.zero_refusal(out.zero, out.pp, out.ep)
+  if why then error("parallel.zero: " .. why, 0) end
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
     error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end

@@ -223,7 +223,7 @@ function M.plan(p, gpu, w)
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
     kernels = p.kernels, ep = p.ep, recompute = p.recompute, sequence_parallel = p.sequence_parallel,
-    distributed_optimizer = p.distributed_optimizer,
+    distributed_optimizer = p.distributed_optimizer, zero = p.zero,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     gpu_mem_gb = (type(gpu) == "table" or type(gpu) == "userdata") and gpu.mem_gb or nil,

@@ -6,6 +6,7 @@
 -- handed to memory.parallel for the report.
 local memory = require "neusight.memory"
 local precision = require "neusight.precision"
+local zero = require "neusight.parallel.zero"
 local max = math.max
 local ipairs, pairs, type, setmetatable = ipairs, pairs, type, setmetatable
 
@@ -119,9 +120,12 @@ end
 --- M.optimizer_shards(plan, "dp"), an expert's over M.optimizer_shards(plan, "edp").
 ---@param plan table neusight.parallel.plan()
 ---@param s table neusight.precision.state()
+--- Under ZeRO stages 2 and 3 (plan.zero) the gradients, and at 3 the weights, shard over the same groups
+--- (neusight.parallel.zero shards).
 function M.state_parts(plan, s, params, expert)
-  local dense, ex = M.optimizer_shards(plan, "dp"), M.optimizer_shards(plan, "edp")
-  if expert == 0 or dense == ex then return precision.state_parts(params, s, dense) end
+  local dense = zero.shards(plan, M.optimizer_shards(plan, "dp"))
+  local ex = zero.shards(plan, M.optimizer_shards(plan, "edp"))
+  if expert == 0 or dense.optimizer == ex.optimizer then return precision.state_parts(params, s, dense) end
   local p, e = precision.state_parts(params - expert, s, dense), precision.state_parts(expert, s, ex)
   for k, v in pairs(e) do p[k] = p[k] + v end
   return p
@@ -157,6 +161,12 @@ function M.report(plan, devices, mem, params_total, lean)
     for d, dev in ipairs(devices) do
       local share = params_total > 0 and dev.params / params_total or 1 / p.pp
       local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
+      -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the two largest units' full parameters and
+      -- gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
+      if zero.stage(p) == 3 and (dev.zero_gathered or 0) > 0 and p.training and p.dp > 1 then
+        state.gathered = dev.zero_gathered
+        state.total = state.total + state.gathered
+      end
       local autocast = mem.autocast_cache * share
       parts[d] = {
         state = state.total, activations = dev.activation_bytes,
@@ -181,9 +191,24 @@ function M.report(plan, devices, mem, params_total, lean)
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
   -- no one reads.
   if not out.fits and not plan.distributed_optimizer and plan.training and plan.dp > 1 then
-    local sharded = setmetatable({ distributed_optimizer = true }, { __index = plan })
+    local sharded = setmetatable({ distributed_optimizer = true, zero = 1 }, { __index = plan })
     out.distributed_optimizer_fits = memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true,
       unsaved, mem.mode, mem.gpu_reported_gib).fits
+  end
+  -- the least higher ZeRO stage (neusight.parallel.zero) under which the layout would fit, where it does not fit and
+  -- one could shard more (data-parallel training; stages 2 and 3 without a pipeline, 3 without expert parallelism, as
+  -- neusight.parallel.config allows them): search suggests --zero N by it. Nil where it fits or none would.
+  if not out.fits and plan.training and plan.dp > 1 then
+    for z = zero.stage(plan) + 1, 3 do
+      if (z < 2 or plan.pp == 1) and (z < 3 or plan.ep == 1) then
+        local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
+        if memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
+            mem.gpu_reported_gib).fits then
+          out.zero_fits = z
+          break
+        end
+      end
+    end
   end
   return out
 end

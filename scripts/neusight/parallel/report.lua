@@ -7,6 +7,7 @@
 -- order of the metatable's __order list (the rest follow, sorted), so the JSON reads in a fixed, documented order.
 local precision = require "neusight.precision"
 local PM = require "neusight.parallel.memory"
+local Z = require "neusight.parallel.zero"
 local max, tointeger, fmt = math.max, math.tointeger, string.format
 local ipairs, pairs, type, tostring, error, setmetatable = ipairs, pairs, type, tostring, error, setmetatable
 
@@ -36,7 +37,7 @@ local OP_KEYS = { "device", "kind", "microbatch", "chunk", "start_ms", "end_ms",
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
 local KEYS = { "dp", "tp", "pp", "ep", "microbatches", "schedule", "virtual_stages", "kernels", "recompute",
-  "sequence_parallel", "distributed_optimizer", "world", "micro_batch", "bucket_mb", "overlap_grad_reduce", "cluster",
+  "sequence_parallel", "distributed_optimizer", "zero", "world", "micro_batch", "bucket_mb", "overlap_grad_reduce", "cluster",
   "iteration_ms", "pipeline_ms", "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "critical_stage",
   "imbalance_ms", "p2p_bytes", "grad_bytes_per_rank", "embedding_sync_ms", "memory_gb", "fits", "devices" }
 
@@ -106,6 +107,7 @@ function M.json(plan, result, lean)
     virtual_stages = int(plan.virtual_stages, "virtual_stages"), kernels = plan.kernels, recompute = plan.recompute,
     sequence_parallel = plan.sequence_parallel and true or false,
     distributed_optimizer = plan.distributed_optimizer and true or false,
+    zero = int(Z.stage(plan), "zero"),
     world = int(plan.world, "world"), micro_batch = int(plan.micro_batch, "micro_batch"),
     bucket_mb = num(plan.bucket_mb, "bucket_mb"), overlap_grad_reduce = plan.overlap_grad_reduce and true or false,
     cluster = ordered({ file = plan.cluster_name or "", gpus_per_node = int(c.gpus_per_node, "cluster.gpus_per_node"),
@@ -149,7 +151,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
   local kernels = j.kernels .. " kernels" .. (j.sequence_parallel and ", sequence parallel" or "")
-    .. (j.distributed_optimizer and ", distributed optimizer" or "")
+    .. (j.zero >= 2 and fmt(", ZeRO-%d", j.zero) or j.distributed_optimizer and ", distributed optimizer" or "")
     .. (j.recompute ~= "none" and ", " .. j.recompute .. " recomputation" or "")
   add("\nparallel  dp %d x tp %d x pp %d%s = %d GPUs (%d node(s) x %d), %d microbatch(es) of %d, schedule %s%s, %s\n",
     j.dp, j.tp, j.pp, j.ep > 1 and fmt(" (ep %d)", j.ep) or "", j.world, c.nodes, c.gpus_per_node, j.microbatches,
@@ -170,7 +172,8 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
-    (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d%s", j.dp,
+    (j.distributed_optimizer and j.dp > 1) and fmt("; %smaster + optimizer sharded over dp %d%s",
+      j.zero >= 3 and "weights + gradients + " or j.zero == 2 and "gradients + " or "", j.dp,
       j.ep > 1 and fmt(", the experts' over dp / ep = %d", PM.optimizer_shards(plan, "edp")) or "") or "")
   -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU (the most memory in all: state
   -- plus activations and the rest), that one's state (memory.state_gb), worded so the two do not read as a contradiction
@@ -182,7 +185,12 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
           fullest.state_gb) or "")
   end
   local first = result.devices[1]
-  if j.dp > 1 and first then
+  if j.dp > 1 and first and j.zero == 3 and plan.training then
+    add("data-parallel ZeRO-3 parameter all-gathers (before each layer's forward and backward) and gradient "
+      .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
+      .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,
+      (first.zero_gathered or 0) / 1e9)
+  elseif j.dp > 1 and first then
     add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB on stage 0, %.3f ms exposed%s\n",
       j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
       first.buckets, j.bucket_mb, first.dp_exposed * ms,
@@ -212,6 +220,8 @@ end
 ---   distributed_optimizer_fits  where the layout does not fit and the distributed optimizer is off and could shard
 ---              (training, dp > 1), whether the layout would fit in memory with it on (neusight.parallel.memory
 ---              report), else nil: search's no-fit help suggests --distributed-optimizer by it
+---   zero_fits  where the layout does not fit, the least higher ZeRO stage (neusight.parallel.zero) under which it would
+---              (neusight.parallel.memory report), else nil: search's no-fit help suggests --zero N by it
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
 ---              step_copies (how many copies of the graph's optimizer step the iteration runs over all GPUs: tp · dp
 ---              without the distributed optimizer, tp with it, more for experts sharded over dp / ep only),
@@ -271,6 +281,7 @@ function M.report(plan, result, lean)
     table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
     state_gb = most, optimizer_shards = shard, expert_optimizer_shards = expert_shard,
     distributed_optimizer_fits = result.memory.distributed_optimizer_fits,
+    zero_fits = result.memory.zero_fits,
     layers_refusal = uneven, -- search skips the layout by it when it could not count the layers before (search_cmd.cpp)
     timeline = not lean and function() return M.timeline_json(result) end or nil,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,

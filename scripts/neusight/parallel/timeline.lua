@@ -12,6 +12,7 @@ local K = require "neusight.kernels"
 local stages_of = require "neusight.parallel.stages"
 local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
+local Z = require "neusight.parallel.zero"
 local numel = require("neusight.parallel.shard").numel
 local replica_group = require("neusight.parallel.layout").replica_group
 local fold, queue = require("neusight").fold, require("neusight").queue
@@ -196,7 +197,7 @@ local fill_buckets = M.fill_buckets
 -- Each value is computed as the timeline computed it before (the same terms in the same order), so reusing it gives
 -- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
 local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
-  "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer" }
+  "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer", "zero" }
 local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "bw_wgrad", "opt", "fw_floor", "bw_floor", "opt_floor" }
 local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
 
@@ -384,7 +385,9 @@ local function prepare(plan, nodes, times, reuse)
   -- len, steps, left_dp, left_edp }: the e-th run of full buckets is ready after the walk's step[e]-th node (its
   -- n[e] buckets of bytes[e] over group[e], each dt[e] seconds on the link), the leftover buckets at the end.
   local events, buckets_of = {}, {}
-  if plan.training and plan.dp > 1 then
+  -- (ZeRO-3 reduce-scatters each unit's gradients inside its backward, neusight.parallel.zero: no buckets after it)
+  local zero3 = plan.training and plan.dp > 1 and Z.stage(plan) == 3
+  if plan.training and plan.dp > 1 and not zero3 then
     local bucket_bytes = plan.bucket_mb * 1e6
     local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
     -- per layered segment (by its `per`): its nodes' gradient bytes and groups
@@ -532,6 +535,27 @@ function M.timeline(plan, nodes, times, lean, reuse)
     st.bw = plan.training and (bw + (bwc - bwh) + st.send_bw) or 0
   end
 
+  -- ZeRO-3 (neusight.parallel.zero; pp = 1, one stage: parallel.config refuses it with a pipeline): each microbatch's
+  -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide;
+  -- the bytes of ZeRO-3's unsharded units (its transient) are counted for every data-parallel training stage, so the
+  -- memory report can say what zero 3 would need where it is not asked for.
+  local zero_of = {}
+  if plan.training and plan.dp > 1 and P == 1 then
+    local zero3 = Z.stage(plan) == 3
+    for k, st in ipairs(stages) do
+      local units = Z.units(st, nodes, times, hidden, rerun)
+      local z = { gathered = Z.transient_bytes(units, ep, eg) }
+      if zero3 then
+        local dp_group = plan.groups.dp
+        local c = Z.exposed(units, ep, eg, function(op, bytes) return comm_time(op, bytes, dp_group) end)
+        z.comm = c
+        -- (st.fw is prepare's, kept across re-timings of one build: its own value is kept aside once)
+        if st.fw_unsharded == nil then st.fw_unsharded = st.fw end
+        st.fw, st.bw = st.fw_unsharded + c.fw_exposed, st.bw + c.bw_exposed
+      end
+      zero_of[k] = z
+    end
+  end
   local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Data-parallel gradient all-reduce: buckets of bucket_mb filled in backward order during each
@@ -608,7 +632,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
   for d = 1, P do
     local dev = {
-      stage = d - 1, compute = 0, tp_comm = 0, tp_comm_hidden = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0,
+      stage = d - 1, compute = 0, tp_comm = 0, tp_comm_hidden = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, dp_bytes = 0, dp_wire_bytes = 0,
       optimizer = 0,
       layers = 0, params = 0, expert_params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0, kv_cache_bytes = 0,
     }
@@ -628,7 +652,14 @@ function M.timeline(plan, nodes, times, lean, reuse)
     end
     local compute_end = finish[d]
     local dp_end = compute_end
-    if plan.training and plan.dp > 1 then
+    local z = zero_of[d]
+    dev.zero_gathered = z and z.gathered or 0
+    if z and z.comm then -- ZeRO-3: every microbatch's gathers and scatters, exposed inside its forward and backward
+      dev.dp_comm, dev.dp_exposed = Mb * z.comm.wire, Mb * (z.comm.fw_exposed + z.comm.bw_exposed)
+      dev.dp_bytes = Mb * z.comm.bytes
+      dev.dp_wire_bytes = Mb * (Z.wire_bytes("all_gather", z.comm.gathers, plan.dp)
+        + Z.wire_bytes("reduce_scatter", z.comm.scatters, plan.dp))
+    elseif plan.training and plan.dp > 1 then
       -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k], each dt[k] on the link (parallel arrays)
       local nr, last_at, last_bytes, last_group = 0, nil, nil, nil
       for c = 0, v - 1 do
@@ -692,6 +723,13 @@ function M.timeline(plan, nodes, times, lean, reuse)
       -- the buckets through the link one after the other, each from max(its start, the link free) for its time, and
       -- their times summed (ns.queue: a 175B model's tens of thousands of buckets)
       local link_free, dp_comm = queue(q_at, b_n, q_dt, ready.len, 0, dev.dp_comm)
+      -- the payload handed to the bucket collectives and what each rank sends of it (neusight.parallel.zero wire_bytes)
+      local bytes, wire, b_bytes, b_group = 0, 0, ready.bytes, ready.group
+      for k = 1, ready.len do
+        local b = b_bytes[k] * b_n[k]
+        bytes, wire = bytes + b, wire + Z.wire_bytes(reduce, b, plan.groups[b_group[k]].size)
+      end
+      dev.dp_bytes, dev.dp_wire_bytes = bytes, wire
       dev.buckets, dev.dp_comm = prep.buckets_of[d], dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
@@ -707,9 +745,10 @@ function M.timeline(plan, nodes, times, lean, reuse)
     local step_shards = PM.step_shards(plan, dev.params, dev.expert_params)
     if plan.distributed_optimizer and plan.training and plan.dp > 1 then
       -- the step runs on this rank's shard; then every rank all-gathers the updated parameters over the group they
-      -- were sharded over (an expert's over edp)
+      -- were sharded over (an expert's over edp) — but under ZeRO-3, whose parameters stay sharded (the next forward
+      -- gathers them, neusight.parallel.zero)
       dev.optimizer = dev.optimizer / step_shards
-      if opt_total > 0 then
+      if opt_total > 0 and not (z and z.comm) then
         local expert = dev.expert_params
         if expert == 0 or plan.ep == 1 then -- one group (edp is dp at ep 1): one all-gather
           gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
@@ -718,6 +757,10 @@ function M.timeline(plan, nodes, times, lean, reuse)
             + comm_time("all_gather", expert * ep, plan.groups.edp)
         end
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
+        local expert = plan.ep > 1 and dev.expert_params or 0
+        dev.dp_bytes = (dev.dp_bytes or 0) + dev.params * ep
+        dev.dp_wire_bytes = (dev.dp_wire_bytes or 0) + Z.wire_bytes("all_gather", (dev.params - expert) * ep, plan.dp)
+          + Z.wire_bytes("all_gather", expert * ep, plan.groups.edp.size)
       end
     end
     dev.finish = dp_end + dev.optimizer + gather

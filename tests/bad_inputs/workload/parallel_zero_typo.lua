@@ -1,0 +1,1 @@
+return { gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large", parallel = { dp = 2, zer0 = 3 } }
