@@ -102,11 +102,22 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
 //   at peak / SMs) while the b blocks share the bandwidth, each drawing bw / max(b, SMs / c) — no SM more than c times
 //   its fair share bw / SMs (one SM cannot saturate DRAM alone), c = tile_sm_bandwidth_share. Full waves are priced
 //   as under fair_share (the same expression at b = SMs).
-enum class wave_share { fair_share, sm_share };
+// - sm_persist (written by `neusight train` for gemm_tc16: candidate F of weights/WEIGHT_STREAM_RULE.md's second rule):
+//   sm_share's base, and a GEMM / BMM whose real arithmetic intensity (2·M·N·K FLOPs over its bytes, without the
+//   tile's padded rows) puts it at least transfer_ridge_clamp on the bandwidth side of the ridge is shown to the
+//   network as one wave of tiles W times as long (first feature log2(W × tile time), log2(W) feature 0, fill
+//   blocks / (W·SMs) as before: the fill of its blocks over whole waves); its latency form keeps W. Such a kernel streams
+//   its bytes across waves (a CTA of the next wave starts when one ends); the data's large streaming rows reach W 3 at
+//   most while their single-wave rows cover the long tile times (weights/WEIGHT_STREAM_RULE.md). The padded AI would
+//   leave a 1-row GEMM on 128-row tiles 0.93 from the RTX PRO 6000's ridge: not streaming by that measure.
+enum class wave_share { fair_share, sm_share, sm_persist };
 std::string_view wave_share_name(wave_share s);
 std::optional<wave_share> wave_share_parse(std::string_view s);
-// What `neusight train` gives a family's new weights: sm_share for gemm_tc16, fair_share otherwise (gemm_fp8 included).
+// What `neusight train` gives a family's new weights: sm_persist for gemm_tc16, fair_share otherwise (gemm_fp8 included).
 wave_share wave_share_trained(family f);
+// The waves the network sees (its log2(W) feature, and W / shown × the tile time in its first): 1 under sm_persist for
+// a kernel with log2(peak / (AI_real·bw)) = real_ridge_log2 ≥ transfer_ridge_clamp, else `waves`. The one source of the rule.
+double tile_shown_waves(double waves, double real_ridge_log2, wave_share share);
 // c: how many times its fair share of the bandwidth (bw / SMs) one SM's blocks draw at most. Not fitted: Little's law
 // (a tensor-core mainloop CTA keeps ≈ 48–96 KB in flight; at ≈ 0.6–0.8 µs DRAM latency 60–160 GB/s, 2.4–6.3× the H100
 // SXM's 25 GB/s per SM) and the training rows' K slopes at a few CTAs (L40S ≈ 5.4×, B200 1.7–3.4× their fair

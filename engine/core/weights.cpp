@@ -241,9 +241,9 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     const auto v = pw->value<std::string>();
     const auto share = v ? wave_share_parse(*v) : std::nullopt;
     if (!share)
-      throw error(r.at(*pw) + ": 'partial_wave' must be \"fair_share\" or \"sm_share\" (how a partial wave shares the "
+      throw error(r.at(*pw) + ": 'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_persist\" (how a partial wave shares the "
                   "bandwidth, engine/core/tile_model.h)" +
-                  (v ? text_did_you_mean(*v, std::vector<std::string>{"fair_share", "sm_share"}) : std::string()));
+                  (v ? text_did_you_mean(*v, std::vector<std::string>{"fair_share", "sm_share", "sm_persist"}) : std::string()));
     m.partial_wave = *share;
   }
   // The activation quantisation stage (tile_model.h quant_stage): required for gemm_fp8 (weights from before it

@@ -378,7 +378,7 @@ TEST_CASE("partial-wave base: sm_share shares the bandwidth among the wave's blo
     CHECK(s >= before);
     before = s;
   }
-  CHECK(wave_share_trained(family::gemm_tc16) == wave_share::sm_share);
+  CHECK(wave_share_trained(family::gemm_tc16) == wave_share::sm_persist);
   for (family f : {family::gemm_fp8, family::bmm, family::linear, family::elementwise, family::softmax, family::layernorm,
                    family::attention_prefill, family::attention_decode})
     CHECK(wave_share_trained(f) == wave_share::fair_share);
@@ -438,12 +438,62 @@ TEST_CASE("partial_wave in model.toml: written when not fair_share, read back, a
     INFO("partial_wave = " << bad);
     CHECK_THROWS_WITH(weights_load(t.path / "tc"),
                       Catch::StartsWith(where + ":") &&
-                          Catch::Contains("'partial_wave' must be \"fair_share\" or \"sm_share\""));
+                          Catch::Contains("'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_persist\""));
   }
+  m.partial_wave = wave_share::sm_persist;
+  weights_save(t.path / "persist", m, p);
+  CHECK(ns_test::slurp(t.path / "persist/model.toml").find("partial_wave = 'sm_persist'") != std::string::npos);
+  CHECK(weights_load(t.path / "persist").partial_wave == wave_share::sm_persist);
   std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
                                                                   "partial_wave = 'sm_shares'");
   CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("did you mean 'sm_share'"));
   std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
                                                                   "partial_wav = 'sm_share'");
   CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("unknown key 'partial_wav'"));
+}
+
+// One-wave view keyed on the real arithmetic intensity (weights/WEIGHT_STREAM_RULE.md, second rule, candidate F): under
+// sm_persist a GEMM whose real AI (no tile padding) is ≥ 2× on the bandwidth side of the ridge is shown one wave of tiles
+// W times as long; its base is sm_share's and its latency form keeps W; compute-side kernels keep their features.
+TEST_CASE("one-wave view: sm_persist shows a streaming GEMM one wave of W-times-longer tiles at its real AI", "[neusight]") {
+  CHECK(tile_shown_waves(6, 1.0, wave_share::sm_persist) == 1);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_persist) == 1);
+  CHECK(tile_shown_waves(6, 0.99, wave_share::sm_persist) == 6);  // not purely bandwidth-bound
+  CHECK(tile_shown_waves(6, -2, wave_share::sm_persist) == 6);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_share) == 6);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::fair_share) == 6);
+  const gpu_spec h100sxm = gpu_spec_load(source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
+  // Mixtral-8x7B's grouped gate-up at decode: 7 experts × 3 rows × 4096 → 28672 on 64 × 256 tiles, 784 blocks, 6 waves
+  kernel k = gemm(kernel_kind::bmm, 7, 3, 4096, 28672, 64, 256);
+  k.dtype = "bf16";
+  k.bytes = 7 * 2.0 * (3 * 4096 + 4096 * 28672 + 3 * 28672);
+  const tile_features share = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_share);
+  const tile_features pers = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_persist);
+  REQUIRE(share.waves == 6);
+  CHECK(share.x[2] == Approx(std::log2(6.0)));
+  CHECK(pers.x[2] == 0);
+  CHECK(pers.x[0] == Approx(share.x[0] + std::log2(6.0)));
+  CHECK(pers.waves == 6);
+  CHECK(pers.base_seconds == share.base_seconds);
+  for (size_t i : {1, 3, 4}) CHECK(pers.x[i] == share.x[i]);
+  // the padded AI would not catch it: a 1-row GEMM on 128-row tiles on a GPU whose ridge is 1.9× the padded AI
+  gpu_spec g = h100sxm;
+  g.mem_bw_gbps = roofline_peak_flops(h100sxm, k) / 1e9 / (128 * 1.07 * 1.9);  // GFLOP/s over a ridge 1.9× the padded AI
+  kernel v = gemm(kernel_kind::gemm, 1, 1, 4096, 65536, 128, 256);  // 256 blocks, 2 waves
+  v.dtype = "bf16";
+  v.bytes = 2.0 * (4096 + 4096.0 * 65536 + 65536);
+  const tile_features vs = tile_features_compute(v, g, train_convention{}, wave_share::sm_share);
+  const tile_features vp = tile_features_compute(v, g, train_convention{}, wave_share::sm_persist);
+  REQUIRE(vs.waves >= 2);
+  REQUIRE(vs.x[4] < 1);  // the fifth feature (padded AI) inside the clamp
+  CHECK(vp.x[2] == 0);
+  CHECK(vp.x[0] == Approx(vs.x[0] + std::log2(vs.waves)));
+  // a compute-bound GEMM keeps its waves: 4096 × 4096 → 28672 on 128 × 256 tiles
+  kernel c = gemm(kernel_kind::gemm, 1, 4096, 4096, 28672, 128, 256);
+  c.dtype = "bf16";
+  c.bytes = 2.0 * (4096.0 * 4096 + 4096.0 * 28672 + 4096.0 * 28672);
+  const tile_features cs = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_share);
+  const tile_features cp = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_persist);
+  REQUIRE(cs.waves > 2);
+  CHECK(cp.x == cs.x);
 }
