@@ -20,7 +20,7 @@ return {
     dp = 1, tp = 8, pp = 8,
     microbatches = 64,
     schedule = "interleaved", virtual_stages = 2,
-    recompute = "full",  -- as Megatron-LM trains 175B: without it stage 0 needs 97.5 GB of 80 (try "none")
+    recompute = "full",  -- as Megatron-LM trains 175B: without it stage 0 needs 96.6 GB of 80 (try "none")
     cluster = {
       gpus_per_node = 8, nodes = 8,
       inter = { bw_gbps = 50, latency_us = 5, efficiency = 0.8 },  -- 400 Gb/s InfiniBand NDR per GPU

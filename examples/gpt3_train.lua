@@ -5,7 +5,7 @@
 --
 -- This is the layout `neusight search --model gpt3_175b --gpu h100 --gpus 64 --batch 64 --seq 2048 --dtype bf16
 -- --cluster dgx_h100 --sequence-parallel` ranks second (tp 4 x pp 16 first, ~3 % faster); it fits in 80 GB per
--- GPU without recomputation (62 GB on the first stage). The
+-- GPU without recomputation (61 GB on the first stage). The
 -- report gives the iteration time, per stage compute, communication, bubble and memory, and the kernels of one
 -- microbatch through one tensor-parallel shard. The single-GPU fp32 setting of the NeuSight paper (which does not
 -- fit one GPU) is `neusight predict --model gpt3_175b --gpu h100 --mode train --batch 1 --seq 2048`.

@@ -681,13 +681,13 @@ std::vector<flag_spec> table_make() {
   flag("--zero",
        "ZeRO stage of data-parallel training: 0 (DDP), 1 (optimizer state sharded over dp: the same as "
        "--distributed-optimizer), 2 (+ gradients), 3 (+ parameters: FSDP full sharding, each layer's parameters "
-       "all-gathered before its forward and backward); 2 and 3 need pp 1")
+       "all-gathered before its forward and backward); 2 and 3 need pp 1, 3 ep 1")
       .group(parallel_group)
       .excludes({"--distributed-optimizer"})  // the same fact: --zero 1 is it
       .on(forecast, to(&forecast_flags::zero)).workload().list().check(nonempty_list()).type("N[,N…]")
       .on(search, to(&search_flags::zero))
       .help_as("ZeRO stages to forecast each layout under: a list (0,3) or all (0,1,2,3); 2 and 3 skip layouts with "
-               "pp > 1; default: the workload's (DDP, or --distributed-optimizer)");
+               "pp > 1, 3 those with ep > 1; default: the workload's (DDP, or --distributed-optimizer)");
   flag("--cluster",
        "Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu), a .toml path, or none (the GPU's own "
        "links, dropping a workload's cluster); default: nodes of up to 8 GPUs on the GPU's own links, joined past 8 "

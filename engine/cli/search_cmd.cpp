@@ -628,9 +628,10 @@ int search_main(const search_flags& f) {
       if (c.zero_fits > 0 && (least_zero == 0 || c.zero_fits < least_zero)) least_zero = c.zero_fits;
     if (least_zero >= 2 &&
         std::none_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
-      helps.push_back(fmt::format("--zero {} (shards the {} over the data-parallel ranks; pp 1 layouts only)", least_zero,
+      helps.push_back(fmt::format("--zero {} (shards the {} over the data-parallel ranks; pp 1{} layouts only)", least_zero,
                                   least_zero == 3 ? "parameters, gradients and optimizer state"
-                                                  : "gradients and optimizer state"));
+                                                  : "gradients and optimizer state",
+                                  least_zero == 3 ? ", ep 1" : ""));
     if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
       helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",
                                   modes.back(), f.recompute));

@@ -33,9 +33,14 @@ std::string roofline_peak_key(const kernel& k) { return unit_peak_of(gpu_spec{},
 
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   const unit_peak p = unit_peak_of(gpu, k.kind, k.dtype);
-  if (!(p.tflops > 0))
+  if (!(p.tflops > 0)) {
+    // what to do: the dtypes this kernel kind has units for on the GPU (fp32 always runs on its vector units)
+    std::string fits;
+    for (const char* d : {"fp32", "tf32", "fp16", "bf16", "fp8"})
+      if (unit_peak_of(gpu, k.kind, d).tflops > 0) fits += std::string(fits.empty() ? "" : ", ") + d;
     throw infeasible(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + p.key +
-                     " = 0) for kernel " + k.name);
+                     " = 0) for kernel " + k.name + (fits.empty() ? "" : ": give a dtype it has units for (" + fits + ")"));
+  }
   return p.tflops * 1e12;
 }
 

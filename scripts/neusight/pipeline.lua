@@ -59,14 +59,15 @@ local precision = require "neusight.precision"
 
 local M = {}
 
--- Whether the run forecasts fp8 (W8A8) inference (mode inference, prefill or decode; fp8 training has its own warning,
--- neusight.workload warnings) of a workload: its report fields say the dtype and mode. A run without them (an older
--- --scripts report.lua) is not checked.
-local function fp8_inference(run)
+-- Whether the run forecasts fp8 (W8A8) GEMMs of a workload, in inference (inference, prefill, decode) or training
+-- (whose forward GEMMs are compared too: fp8 training forecast slower than bf16 was said by nothing but
+-- neusight.workload's out-of-data warning): its report fields say the dtype. A run without them (an older --scripts
+-- report.lua) is not checked.
+local function fp8_run(run)
   local f = run.fields
   -- a finish-only run (a reference graph, search's layouts) has no predictor() to price the bf16 twins with
   -- and a lean one (serve's phases: serve says it of its own, search's layouts) says none
-  return type(f) == "table" and f.dtype == "fp8" and f.mode ~= "train" and type(run.gpu_spec) == "function"
+  return type(f) == "table" and f.dtype == "fp8" and type(run.gpu_spec) == "function"
     and type(run.predictor) == "function" and not run.lean
 end
 
@@ -82,7 +83,7 @@ local function fp8_slower(run, kernels, seconds)
   end
   if #gemms == 0 then return nil end
   local price = precision.fp8_bf16_price(run.gpu_spec(), run.predictor())
-  return price and precision.fp8_gemm_warning(gemms, price) or nil
+  return price and precision.fp8_gemm_warning(gemms, price, run.fields.mode) or nil
 end
 
 function M.finish(run)
@@ -93,7 +94,7 @@ function M.finish(run)
   end
   for _, w in ipairs(run.warnings) do warn(w) end
   local totals, predictor_warnings, fp8_warning
-  if fp8_inference(run) then
+  if fp8_run(run) then
     -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning), from the kernels and
     -- their latencies before they are summed (run.forecast() in two halves)
     run.predict()

@@ -256,7 +256,9 @@ end
 --- F.linear at most shapes (B200 73.7 %, GB200 73.6 %, B300 72.9 %, GB300 74.7 %, L40S 50.7 %, RTX PRO 6000 46.0 %
 --- of the shapes both were measured at: ../shared/data/aiconfigurator/*/gemm.csv): a forecast faithful to that kernel
 --- is then slower than bf16, which is what the warning says, and what --weight-dtype fp8 (W8A16) is instead.
-function M.fp8_gemm_warning(gemms, price)
+--- `mode`: the run's ("train": its forward GEMMs are compared, and the advice is not --weight-dtype, which training
+--- does not take).
+function M.fp8_gemm_warning(gemms, price, mode)
   local twins, shapes, by_key = {}, {}, {}
   for _, g in ipairs(gemms) do
     if g.kind == "gemm" and g.dtype == "fp8" and not g.weight_bytes and (g.b or 1) == 1 and g.m and g.n and g.k then
@@ -288,9 +290,11 @@ function M.fp8_gemm_warning(gemms, price)
     .. "in bf16). gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel timings (per-tensor "
     .. "W8A8 with dynamic activation quantisation), which are slower than bf16 F.linear at about 74 %% of the shapes "
     .. "measured on B200, GB200, B300 and GB300 and half on L40S and RTX PRO 6000: this forecast is of that kernel, "
-    .. "not of a faster fp8 GEMM. For fp8 weights with bf16 compute (weight-only, W8A16) give --weight-dtype fp8 "
-    .. "with --dtype bf16", slower, #shapes, tostring(worst.node), worst.m, worst.n, worst.k, worst.fp8 * 1e6,
-    worst.bf16 * 1e6, fp8_s * 1e3, bf16_s * 1e3)
+    .. "not of a faster fp8 GEMM. %s", slower, #shapes, tostring(worst.node), worst.m, worst.n, worst.k, worst.fp8 * 1e6,
+    worst.bf16 * 1e6, fp8_s * 1e3, bf16_s * 1e3,
+    mode == "train" and "In training it is not of Transformer Engine's fp8 GEMMs either: compare with --dtype bf16, "
+      .. "whose GEMMs the predictors were trained on"
+      or "For fp8 weights with bf16 compute (weight-only, W8A16) give --weight-dtype fp8 with --dtype bf16")
 end
 
 return M

@@ -143,17 +143,23 @@ function M.vec_dims(node)
   return rows, hidden
 end
 
+-- attrs.input_dtypes of `node` as an array by input position (empty when not given): M.io_bytes and M.saved_inputs
+local function input_dtypes(node)
+  local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+  local dtypes = {}
+  if given then
+    for d in tostring(given):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
+  end
+  return dtypes
+end
+
 --- DRAM bytes of touching every input and the output once (the reference's MemPerO · numel(out)):
 --- honest for broadcast operands (wte + wpe reads the position table once per batch).
 --- Inputs in another dtype than the node's (attrs.input_dtypes, by position: a mixed-dtype op under torch.autocast,
 --- neusight.nodes) are read at theirs.
 function M.io_bytes(node)
   local own = K.dtype_bytes(node.dtype)
-  local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
-  local dtypes = {}
-  if given then
-    for d in tostring(given):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
-  end
+  local dtypes = input_dtypes(node)
   local bytes = K.numel(node.output) * own
   for i, s in ipairs(node.inputs) do
     bytes = bytes + K.numel(s) * (dtypes[i] and K.dtype_bytes(dtypes[i]) or own)
@@ -267,11 +273,7 @@ function M.saved_inputs(node, default)
     for i in given:gmatch("%d+") do list[#list + 1] = math.tointeger(tonumber(i)) end
   end
   -- an input in another dtype than the node's (attrs.input_dtypes, M.io_bytes) is saved at its own
-  local dtypes = {}
-  local mixed = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
-  if mixed then
-    for d in tostring(mixed):gmatch("[^,]+") do dtypes[#dtypes + 1] = d end
-  end
+  local dtypes = input_dtypes(node)
   local n = 0
   for _, i in ipairs(list) do
     local s = node.inputs[i]

@@ -564,6 +564,15 @@ local function ignored_fields(w, given)
       note("zero", true, ("a ZeRO stage shards the model state over data-parallel ranks in training only (%s); drop it")
         :format(dp_why))
     end
+  elseif p.zero == 3 then
+    -- ZeRO-3 reduce-scatters each unit's gradients after its backward (neusight.parallel.zero), overlapped with the
+    -- next unit's, as FSDP does: no gradient buckets to size or to hold back
+    for _, key in ipairs { "bucket_mb", "overlap_grad_reduce" } do
+      if raw[key] ~= nil then
+        note(key, true, "ZeRO-3 (zero = 3) reduce-scatters each layer's gradients after its backward, overlapped with "
+          .. "the next one's (scripts/neusight/parallel/zero.lua), in no gradient buckets; drop it")
+      end
+    end
   end
   -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run
   -- forecast is not the one Megatron-LM users run (global batch / (dp × micro batch size) microbatches)
@@ -1537,7 +1546,8 @@ local function graph_of(w, gpu, notes)
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
       error(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
-        .. "implement it"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
+        .. "implement it; drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs"):format(cfg.arch,
+        cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
       error(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "

@@ -386,6 +386,8 @@ TEST_CASE("parallel: sequence parallelism flag", "[cli][parallel]") {
   CHECK(r.code == 1);
   CHECK(r.err.find("parallel.sequence_parallel: the bert model builder (scripts/neusight/models/bert.lua) does not "
                    "implement it") != std::string::npos);
+  // and what runs instead (matrix sweep: bert, opt, switch --sequence-parallel said why, not what to do)
+  CHECK(r.err.find("drop sequence_parallel (--sequence-parallel): tensor parallelism alone runs") != std::string::npos);
 }
 
 TEST_CASE("parallel: the distributed optimizer shards optimizer state and step over dp", "[cli][parallel]") {
@@ -421,7 +423,7 @@ TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad one
     last = l["iteration_ms"].get<double>();
   }
   // GPT-2 Large has 20 heads: tp = 8 and 16 cannot split them
-  CHECK(j["skipped"].contains("gpt model 'gpt2_large': n_head = 20 is not divisible by tp = 8"));
+  CHECK(j["skipped"].contains("gpt model 'gpt2_large': n_head = 20 is not divisible by tp = 8: give a tp that divides 20 (1, 2, 4, 5, 10, 20)"));
   // the winner, forecast on its own, gives the same iteration
   const json& best = j["layouts"][0];
   const auto one = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --batch 16 --seq 1024 --optimizer none "

@@ -188,3 +188,16 @@ TEST_CASE("fp8: GEMMs forecast slower than in bf16 are said by predict and serve
   const json s = run_json("serve --model llama3_8b --gpu b200 --batch 1 --input-len 512 --output-len 8 --dtype fp8");
   CHECK(warned(s["warnings"], said));
 }
+
+// fp8 training whose forward GEMMs are forecast slower than in bf16 is said as fp8 inference is (matrix sweep: bert,
+// DeepSeek-V2, V2-Lite and V3 fp8 training forecast slower than bf16 with only the out-of-data warning), advising
+// --dtype bf16 (training takes no --weight-dtype).
+TEST_CASE("fp8: training GEMMs forecast slower than in bf16 are said by predict", "[cli][quant]") {
+  const std::string said = "forecast slower than the same GEMM in bf16";
+  const std::string train = "predict --model bert --gpu h100 --mode train --batch 2 --seq 128";
+  const json p = run_json(train + " --dtype fp8");
+  CHECK(warned(p["warnings"], said));
+  CHECK(warned(p["warnings"], "compare with --dtype bf16"));
+  CHECK_FALSE(warned(p["warnings"], "--weight-dtype fp8 with --dtype bf16"));
+  CHECK_FALSE(warned(run_json(train + " --dtype bf16")["warnings"], said));
+}

@@ -20,8 +20,9 @@ const std::string llama8 =
 
 // Llama-3.1-8B: 8,030,261,248 parameters (HF's count): 32 layers of 218,112,000, the token embedding 525,336,576 and the
 // final norm + LM head 525,340,672. Megatron amp bf16 with Adam: 2 + 4 + 4 + 8 = 18 B per parameter; ZeRO-3 over dp 8
-// keeps 1/8 of each, plus the two largest units (embedding, norm + head) unsharded: their bf16 parameters and fp32
-// gradients, (525,336,576 + 525,340,672) x 6 B.
+// keeps 1/8 of each, plus the largest two neighbouring units (the one computing and the one prefetched: norm + head
+// and the last layer; the embedding and the head are never gathered together) unsharded: their bf16 parameters and
+// fp32 gradients, (525,340,672 + 218,112,000) x 6 B.
 TEST_CASE("zero 3: Llama-3-8B state per GPU is 18 psi / 8 plus two unsharded units", "[cli][zero]") {
   const auto r = run_cli(llama8 + " --zero 3");
   INFO(r.err);
@@ -37,7 +38,7 @@ TEST_CASE("zero 3: Llama-3-8B state per GPU is 18 psi / 8 plus two unsharded uni
   CHECK(st["gradients_gb"].get<double>() == Approx(4 * psi / 8 / 1e9).epsilon(1e-9));
   CHECK(st["master_gb"].get<double>() == Approx(4 * psi / 8 / 1e9).epsilon(1e-9));
   CHECK(st["optimizer_gb"].get<double>() == Approx(8 * psi / 8 / 1e9).epsilon(1e-9));
-  const double gathered = (525336576.0 + 525340672.0) * 6;
+  const double gathered = (525340672.0 + 218112000.0) * 6;
   CHECK(st["gathered_gb"].get<double>() == Approx(gathered / 1e9).epsilon(1e-9));
   CHECK(j["memory"]["state_gb"].get<double>() == Approx((18 * psi / 8 + gathered) / 1e9).epsilon(1e-9));
   // no bucket all-reduce and no parameter all-gather after the step: the data-parallel traffic is the units'
@@ -57,6 +58,13 @@ TEST_CASE("zero 3: Llama-3-8B state per GPU is 18 psi / 8 plus two unsharded uni
   CHECK(table.out.find("megatron kernels, ZeRO-3") != std::string::npos);
   CHECK(table.out.find("weights + gradients + master + optimizer sharded over dp 8") != std::string::npos);
   CHECK(table.out.find("data-parallel ZeRO-3 parameter all-gathers") != std::string::npos);
+  // inference shards nothing (a warning says --zero has no effect): the layout line does not name a stage
+  const auto inference = run_cli("predict --model llama3_8b --gpu h100 --mode inference --batch 8 --seq 2048 "
+                                 "--dtype bf16 --predictor roofline --dp 2 --zero 3");
+  REQUIRE(inference.code == 0);
+  CHECK(inference.err.find("has no effect") != std::string::npos);
+  CHECK(inference.out.find("megatron kernels\n") != std::string::npos);
+  CHECK(inference.out.find("ZeRO-3") == std::string::npos);
 }
 
 TEST_CASE("zero 1 is the distributed optimizer", "[cli][zero]") {

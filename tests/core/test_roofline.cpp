@@ -47,7 +47,7 @@ TEST_CASE("GEMM peak follows the dtype, vector kernels use fp32", "[roofline]") 
     roofline_seconds(gemm(64, 64, 64, "bf16"), tiny);
     FAIL("no error");
   } catch (const error& e) {
-    CHECK(std::string(e.what()) == "tiny.toml: GPU 'Tiny-1' has no bf16 units (peak_bf16_tflops = 0) for kernel Linear");
+    CHECK(std::string(e.what()) == "tiny.toml: GPU 'Tiny-1' has no bf16 units (peak_bf16_tflops = 0) for kernel Linear: give a dtype it has units for (fp32, tf32, fp16)");
   }
 }
 

@@ -125,8 +125,11 @@ function T.test_gpt2_layer_saved_under_autocast()
     return layer_saved(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = attention,
                                         autocast = autocast }), "h")
   end
-  eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h, "sdpa: two fp32 LayerNorm inputs")
-  eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + 2 * b * a * s * s, "eager: + the fp32 softmax")
+  -- + gelu_new from torch.pow on (autocast's fp32 list): pow saves the fp32 copy of a it casts, tanh its fp32 output
+  -- and the last product its fp32 (1 + tanh) operand, 2 B more per MLP activation element each (n_inner = 4 h)
+  local mlp = 6 * b * s * (4 * h)
+  eq(saved(true, "sdpa") - saved(nil, "sdpa"), 4 * b * s * h + mlp, "sdpa: two fp32 LayerNorm inputs, fp32 gelu_new")
+  eq(saved(true, "eager") - saved(nil, "eager"), 4 * b * s * h + mlp + 2 * b * a * s * s, "eager: + the fp32 softmax")
   local by = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager",
                                       autocast = true }))
   eq(by["h.attn.softmax"].dtype, "fp32", "softmax on autocast's fp32 list")
@@ -134,6 +137,18 @@ function T.test_gpt2_layer_saved_under_autocast()
   eq(fw_bytes(by["h.attn.c_attn.weight_cast"]), h * 3 * h * 6, "c_attn's weight cast")
   eq(fw_bytes(by["lm_head.weight_cast"]), h * 1000 * 6, "the tied lm_head casts wte's weight")
   eq(by["h.attn.residual"].dtype, "fp32", "fp32 residual add")
+  -- gelu_new: 0.5 · a stays bf16, torch.pow(a, 3.0) writes fp32 (autocast's fp32 list) and what follows it promotes
+  eq(by["h.mlp.act.half"].dtype, "bf16", "0.5 · a")
+  eq(by["h.mlp.act.cube"].dtype, "fp32", "pow: autocast's fp32 list")
+  eq(by["h.mlp.act.cube.input_cast"].attrs.from, "bf16", "pow casts the bf16 c_fc output to fp32")
+  eq(by["h.mlp.act.cube.input_cast"].dtype, "fp32", "pow's fp32 input")
+  eq(by["h.mlp.act.inner"].attrs.input_dtypes, "bf16,fp32", "a + 0.044715 · a³")
+  eq(by["h.mlp.act.tanh"].dtype, "fp32", "tanh of an fp32 tensor")
+  eq(by["h.mlp.act.out"].attrs.input_dtypes, "bf16,fp32", "0.5 · a times (1 + tanh)")
+  eq(by["h.mlp.c_proj.input_cast"].attrs.from, "fp32", "c_proj's addmm casts the fp32 activation")
+  local pure = by_name(gpt.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "eager" }))
+  eq(pure["h.mlp.act.tanh"].dtype, "bf16", "pure: gelu_new in bf16")
+  assert(not pure["h.mlp.c_proj.input_cast"], "pure: no cast")
 end
 
 -- OPT (pre-LN) and BERT under autocast, b = 2, s = 32, h = 64, 4 heads: the LayerNorms keep their fp32 inputs
@@ -330,9 +345,12 @@ end
 --   latent's fp32 copy (+ 2 Tq + 2 Tkv), kv_a_proj_with_mqa and up_proj cast and save their own copy (+ 2 Th each);
 --   dense: + 8 Th + 2 Tq + 2 Tkv;
 --   MoE: the shared experts' up_proj as the dense one's, each routed expert's up_proj + 2 R h; the gate's F.linear
---   saves the bf16 cast of x, not the fp32 .type(float32) copy (− 2 Th); V3's router runs in bf16 under autocast
---   (sigmoid on no list: its saved scores − 2 TE, the renormalising div − 2 (R + T), the weighted outputs bf16 y and
---   weight − 2 R h − 2 R); V2's softmax(dtype=fp32) keeps fp32 weights (the weighted outputs save the bf16 y: − 2 R h).
+--   saves the bf16 cast of x, not the fp32 .type(float32) copy (− 2 Th); V3's router scores are bf16 under autocast
+--   (sigmoid on no list: its saved scores − 2 TE); with norm_topk_prob the weights' .sum() is fp32 (sum is on
+--   autocast's fp32 list), so the renormalising div saves the bf16 top-k weights and the fp32 sum (− 2 R) and the
+--   weighted outputs the bf16 y and the fp32 weight (− 2 R h); without it the div is gone and the weighted outputs save
+--   the bf16 y and the bf16 weight (− 2 R h − 2 R); V2's softmax(dtype=fp32) keeps fp32 weights (the weighted outputs
+--   save the bf16 y: − 2 R h).
 local deepseek = require "neusight.models.deepseek"
 
 local function ds_saved(cfg, autocast, layer, count)
@@ -352,8 +370,15 @@ function T.test_deepseek_layers_saved_under_autocast_closed_form()
   local dense_layers, moe_layers = v3.first_k_dense_replace, v3.num_hidden_layers - v3.first_k_dense_replace
   eq(ds_saved(v3, true, "dense_layers", dense_layers) - ds_saved(v3, nil, "dense_layers", dense_layers),
     8 * Th + 2 * Tq + 2 * Tkv, "V3 dense layer")
+  assert(v3.norm_topk_prob ~= false, "the tiny V3 renormalises its top-k weights (DeepSeek-V3's norm_topk_prob)")
   eq(ds_saved(v3, true, "layers", moe_layers) - ds_saved(v3, nil, "layers", moe_layers),
-    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * (R + TOK) - 2 * R, "V3 MoE layer (bf16 router)")
+    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * R, "V3 MoE layer (bf16 scores, fp32 renormalised weights)")
+  local raw = {}
+  for key, v in pairs(v3) do raw[key] = v end
+  raw.norm_topk_prob = false
+  -- (without the renormalisation pure has no div either: the difference loses the div's − 2 (R + T) … − 2 R only)
+  eq(ds_saved(raw, true, "layers", moe_layers) - ds_saved(raw, nil, "layers", moe_layers),
+    8 * Th + 2 * Tq + 2 * Tkv - 2 * Th - 2 * TOK * E - 2 * R, "V3 MoE layer without norm_topk_prob (bf16 weights)")
   eq(ds_saved(v3, false, "layers", moe_layers), ds_saved(v3, nil, "layers", moe_layers), "pure unchanged")
   local v2 = require("neusight.models.presets").deepseek_v2_lite -- no q_lora_rank; softmax routing
   local cfg = deepseek.config(v2)
@@ -376,9 +401,24 @@ function T.test_deepseek_router_and_attention_dtypes_under_autocast()
   eq(pure[m .. ".gate"].dtype, "fp32", "pure: fp32 router logits")
   eq(ac[m .. ".gate"].dtype, "bf16", "autocast: bf16 router logits")
   eq(ac[m .. ".gate.sigmoid"].dtype, "bf16", "V3: sigmoid keeps bf16")
-  eq(ac[m .. ".final_hidden_states"].dtype, "bf16", "zeros_like(dtype=topk_weights.dtype)")
-  eq(ac[m .. ".to_dtype"].dtype, "fp32", ".type(hidden_states.dtype): to the fp32 stream")
-  eq(ac[m .. ".to_dtype"].attrs.from, "bf16", "from the bf16 sum")
+  -- get_topk_indices: the bf16 scores + the fp32 e_score_correction_bias buffer promote; the selection runs in fp32
+  eq(ac[m .. ".gate.e_score_correction_bias"].dtype, "fp32", "bf16 scores + fp32 bias")
+  eq(ac[m .. ".gate.e_score_correction_bias"].attrs.input_dtypes, "bf16,fp32", "mixed")
+  eq(ac[m .. ".gate.group_scores"].dtype, "fp32", "the selection in fp32")
+  eq(ac[m .. ".gate.topk_weights"].dtype, "bf16", "gathered from the bf16 scores")
+  -- norm_topk_prob: topk_weights.sum() writes fp32 under autocast (its fp32 list), and the division by it too
+  eq(ac[m .. ".gate.topk_sum"].dtype, "fp32", "sum: autocast's fp32 list")
+  eq(ac[m .. ".gate.topk_norm"].dtype, "fp32", "bf16 weights / fp32 sum")
+  eq(ac[m .. ".gate.topk_norm"].attrs.input_dtypes, "bf16,fp32", "mixed")
+  eq(ac[m .. ".final_hidden_states"].dtype, "fp32", "zeros_like(dtype=topk_weights.dtype): the fp32 weights'")
+  assert(not ac[m .. ".to_dtype"], ".type(hidden_states.dtype) of an fp32 sum on the fp32 stream: a no-op")
+  local raw = {}
+  for key, v in pairs(v3) do raw[key] = v end
+  raw.norm_topk_prob = false
+  local plain = nodes(raw, true)
+  eq(plain[m .. ".final_hidden_states"].dtype, "bf16", "no renormalisation: zeros_like in the bf16 weights' dtype")
+  eq(plain[m .. ".to_dtype"].dtype, "fp32", ".type(hidden_states.dtype): to the fp32 stream")
+  eq(plain[m .. ".to_dtype"].attrs.from, "bf16", "from the bf16 sum")
   eq(ac[m .. ".experts.expert_input"].dtype, "fp32", "the experts index the fp32 rows")
   eq(ac[m .. ".shared_experts_add"].dtype, "fp32", "the fp32 sum + the bf16 shared experts")
   eq(ac[m .. ".shared_experts_add"].attrs.input_dtypes, "fp32,bf16", "mixed")

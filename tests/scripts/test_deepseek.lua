@@ -369,7 +369,7 @@ function T.test_expert_parallel()
     eq(matmul_flops(nodes, experts), matmul_flops(one, experts), "expert GEMM FLOPs per rank unchanged")
     eq(total_params(nodes), total_params(one) - 2 * (8 - 8 // ep) * 3 * 64 * 16, "E / ep experts' parameters")
   end
-  raises("deepseek model 'tiny': num_experts = 8 is not divisible by ep = 3",
+  raises("deepseek model 'tiny': num_experts = 8 is not divisible by ep = 3: give an ep that divides 8 (1, 2, 4, 8)",
     ds.build, cfg, { batch = b, seq = s, ep = 3, parallel = ep_plan(3, 1, 3 * b) })
 end
 
@@ -561,7 +561,7 @@ function T.test_errors()
     ds.build, with(TINY, { qk_rope_head_dim = 3 }), o)
   raises("deepseek model 'tiny': field 'first_k_dense_replace' must be a non-negative integer (got -1)",
     ds.build, with(TINY, { first_k_dense_replace = -1 }), o)
-  raises("deepseek model 'tiny': num_attention_heads = 4 is not divisible by tp = 3",
+  raises("deepseek model 'tiny': num_attention_heads = 4 is not divisible by tp = 3: give a tp that divides 4 (1, 2, 4)",
     ds.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
 end
 

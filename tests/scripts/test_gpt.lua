@@ -126,7 +126,7 @@ function T.test_config_errors()
   local ok, err = pcall(gpt.build, bad, { batch = 1, seq = 8 })
   eq(not ok and err, "gpt model 'tiny': n_embd (64) must be divisible by n_head (5)", "divisibility")
   ok, err = pcall(gpt.build, TINY, { batch = 1, seq = 17 })
-  eq(not ok and err, "gpt model 'tiny': seq 17 exceeds n_positions 16", "sequence too long")
+  eq(not ok and err, "gpt model 'tiny': seq 17 exceeds n_positions 16, the rows of its learned position table: give a seq of at most 16", "sequence too long")
   ok, err = pcall(gpt.build, setmetatable({ n_layer = 0 }, { __index = TINY }), { batch = 1, seq = 8 })
   eq(not ok and err, "gpt model 'tiny': field 'n_layer' must be a positive integer (got 0)", "n_layer")
 end

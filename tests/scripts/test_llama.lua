@@ -576,7 +576,7 @@ end
 function T.test_errors()
   raises("llama model 'tiny': num_attention_heads (4) must be divisible by num_key_value_heads (3)",
     llama.build, with(TINY, { num_key_value_heads = 3 }), { batch = 1, seq = 8 })
-  raises("llama model 'tiny': num_attention_heads = 4 is not divisible by tp = 3",
+  raises("llama model 'tiny': num_attention_heads = 4 is not divisible by tp = 3: give a tp that divides 4 (1, 2, 4)",
     llama.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
   raises("llama model 'tiny': num_key_value_heads = 6 and tp = 4: tp must divide num_key_value_heads or be a multiple of it",
     llama.build, with(TINY, { num_attention_heads = 12, num_key_value_heads = 6, hidden_size = 192 }),

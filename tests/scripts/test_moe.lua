@@ -371,7 +371,7 @@ function T.test_expert_parallel()
   local both = moe.build(cfg, { batch = b, seq = s, training = true, ep = 2, tp = 2, parallel = ep_plan(2, 2, 2 * b),
     router_skew = "balanced" })
   eq(2 * matmul_flops(both, experts), matmul_flops(one, experts), "ep 2 × tp 2: experts split tp ways")
-  raises("moe model 'tiny': num_experts = 8 is not divisible by ep = 3",
+  raises("moe model 'tiny': num_experts = 8 is not divisible by ep = 3: give an ep that divides 8 (1, 2, 4, 8)",
     moe.build, cfg, { batch = b, seq = s, ep = 3, parallel = ep_plan(3, 1, 3 * b) })
 end
 
@@ -439,7 +439,7 @@ function T.test_errors()
     moe.build, with(TINY_QWEN2, { mlp_only_layers = { 4 } }), { batch = 1, seq = 8 })
   raises("moe model 'tiny': field 'num_experts' must be a positive integer (got 0)",
     moe.build, with(TINY_QWEN3, { num_experts = 0 }), { batch = 1, seq = 8 })
-  raises("moe model 'tiny': moe_intermediate_size = 32 is not divisible by tp = 3",
+  raises("moe model 'tiny': moe_intermediate_size = 32 is not divisible by tp = 3: give a tp that divides 32 (1, 2, 4, 8, 16, 32)",
     moe.build, with(TINY_QWEN3, { num_attention_heads = 6, num_key_value_heads = 3, hidden_size = 96 }),
     { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
 end

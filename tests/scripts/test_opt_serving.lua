@@ -171,9 +171,9 @@ function T.test_opt_post_ln_projection_and_position_bound()
       eq(out.inputs[1][2], phase == "prefill" and 200 or 1, cfg.name .. " " .. phase .. ": project_out on every position")
     end
   end
-  raises("opt model 'opt_13': context 2048 + 1 new token exceeds max_position_embeddings 2048", opt.build, presets.opt_13,
+  raises("opt model 'opt_13': context 2048 + 1 new token exceeds max_position_embeddings 2048, the rows of its learned position table: give a context of at most 2047", opt.build, presets.opt_13,
     phase_opts("decode", 1, 2048))
-  raises("opt model 'opt_13': seq 2049 exceeds max_position_embeddings 2048", opt.build, presets.opt_13,
+  raises("opt model 'opt_13': seq 2049 exceeds max_position_embeddings 2048, the rows of its learned position table: give a seq of at most 2048", opt.build, presets.opt_13,
     phase_opts("prefill", 1, 2049))
   opt.build(presets.opt_13, phase_opts("decode", 1, 2047)) -- 2048 positions: the table's last row
 end

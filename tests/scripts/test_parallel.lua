@@ -768,7 +768,7 @@ end
 
 function T.test_tp_errors()
   local plan = plan_of({ tp = 3 }, 3)
-  raises("gpt model 'tiny': n_head = 8 is not divisible by tp = 3", gpt.build, CFG,
+  raises("gpt model 'tiny': n_head = 8 is not divisible by tp = 3: give a tp that divides 8 (1, 2, 4, 8)", gpt.build, CFG,
     { batch = 1, seq = 8, training = true, tp = 3, parallel = plan })
 end
 
@@ -821,7 +821,7 @@ function T.test_ep_moves_experts_not_work()
     near(n.attrs.seconds, C.time("all_to_all", 4 * 2 * 8 * 32 * 4, plan.groups.ep, plan.cluster), "alpha-beta")
   end
   eq(count, 2 * sparse_layers, "two all-to-alls per sparse layer")
-  raises("switch model 'sw': num_experts = 4 is not divisible by ep = 3", switch.build, SW,
+  raises("switch model 'sw': num_experts = 4 is not divisible by ep = 3: give an ep that divides 4 (1, 2, 4)", switch.build, SW,
     { batch = 2, seq = 16, training = true, ep = 3, parallel = plan_of({ dp = 3, ep = 3 }, 3) })
 end
 
@@ -994,7 +994,7 @@ function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
   near(x2, x1, "everything else unchanged")
   -- at tp 1 it is off (the workload warns "has no effect": test_workload's tester10 #10 test)
   eq(P.normalize({ sequence_parallel = true }).sequence_parallel, false, "no tensor parallelism, no sequence shards")
-  raises("gpt model 'tiny': the sequence length = 30 is not divisible by tp = 4", gpt.build, CFG,
+  raises("gpt model 'tiny': the sequence length = 30 is not divisible by tp = 4: give a tp that divides 30 (1, 2, 3, 5, 6, 10, 15, 30)", gpt.build, CFG,
     { batch = 2, seq = 30, training = true, tp = tp, parallel = spp, sequence_parallel = true })
 end
 

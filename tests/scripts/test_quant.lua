@@ -376,6 +376,17 @@ function T.test_fp8_gemms_slower_than_bf16_are_said()
   eq(precision.fp8_gemm_warning({ gemms[4], gemms[5] }, function() error("not asked") end), nil, "nothing to compare")
 end
 
+-- fp8 training whose forward GEMMs are forecast slower than in bf16 is said too (matrix sweep: bert, DeepSeek-V2/V3
+-- and V2-Lite fp8 training forecast slower than bf16 with only the out-of-data warning), advising --dtype bf16, not
+-- --weight-dtype (inference only); predict saying it is tests/cli/test_quant_cli.cpp's.
+function T.test_fp8_training_slower_than_bf16_is_said()
+  local precision = require "neusight.precision"
+  local gemms = { { node = "q", kind = "gemm", dtype = "fp8", b = 1, m = 256, n = 768, k = 768, seconds = 6e-6 } }
+  local w = precision.fp8_gemm_warning(gemms, function() return { 3e-6 } end, "train")
+  assert(w and w:find("forecast slower than the same GEMM in bf16", 1, true), w)
+  assert(w:find("compare with --dtype bf16", 1, true) and not w:find("--weight-dtype", 1, true), w)
+end
+
 -- torch.compile-style fusion (fusion = true) never fuses a GEMM, so every fp8 Linear keeps its activation
 -- quantisation: the same act_quant kernels with and without it.
 function T.test_fp8_act_quant_survives_fusion()

@@ -163,7 +163,7 @@ function T.test_gpt_decode_and_sliding_window()
   eq(by.attention[1].k.k .. "/" .. by.attention[1].k.rows .. "/" .. by.attention[1].k.hidden, "512/20/20", "MHA over C + 1")
   for _, e in ipairs(by.gemm) do eq(e.k.m, 4, e.node.name .. " rows") end
   eq(by.bmm, nil, "gpt2 decode: no BMM")
-  raises("gpt model 'gpt2_large': context 1024 + 1 new token exceeds n_positions 1024", gpt.build, presets.gpt2_large,
+  raises("gpt model 'gpt2_large': context 1024 + 1 new token exceeds n_positions 1024, the rows of its learned position table: give a context of at most 1023", gpt.build, presets.gpt2_large,
     decode_opts(1, 1024))
   -- Mistral: past the 4096-token window every layer attends to (and caches) the last 4096 tokens.
   local m = llama.build(presets.mistral_7b, decode_opts(1, 8191))

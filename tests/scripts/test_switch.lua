@@ -189,10 +189,10 @@ end
 
 function T.test_switch_tp_errors()
   local ok, err = pcall(switch.build, TINY, { batch = 3, seq = 8, training = true, tp = 3, parallel = tp_plan(3, 3) })
-  eq(not ok and err, "switch model 'tiny': num_heads = 4 is not divisible by tp = 3", "heads")
+  eq(not ok and err, "switch model 'tiny': num_heads = 4 is not divisible by tp = 3: give a tp that divides 4 (1, 2, 4)", "heads")
   local odd = setmetatable({ d_ff = 258 }, { __index = TINY })
   ok, err = pcall(switch.build, odd, { batch = 4, seq = 8, training = true, tp = 4, parallel = tp_plan(4, 4) })
-  eq(not ok and err, "switch model 'tiny': d_ff = 258 is not divisible by tp = 4", "d_ff")
+  eq(not ok and err, "switch model 'tiny': d_ff = 258 is not divisible by tp = 4: give a tp that divides 258 (1, 2, 3, 6, 43)", "d_ff")
   ok, err = pcall(switch.build, TINY, { batch = 2, seq = 8, training = true, tp = 2 })
   eq(not ok and err, "switch model 'tiny': opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", "no plan")
 end

@@ -594,6 +594,11 @@ function T.test_ignored_fields_warn()
   eq(notes(inference, { ["parallel.dp"] = 2, ["parallel.bucket_mb"] = 50, ["parallel.distributed_optimizer"] = true }),
     "parallel.bucket_mb (--bucket-mb) | parallel.distributed_optimizer (--distributed-optimizer)", "dp 2 in inference")
   eq(notes({ optimizer = "none" }, { optimizer_impl = "fused" }), "optimizer_impl (--optimizer-impl)", "no optimizer")
+  -- ZeRO-3: no gradient buckets (each unit reduce-scatters its own); stages 0-2 have them
+  eq(notes(nil, { ["parallel.dp"] = 2, ["parallel.zero"] = 3, ["parallel.bucket_mb"] = 50,
+    ["parallel.overlap_grad_reduce"] = false }),
+    "parallel.bucket_mb (--bucket-mb) | parallel.overlap_grad_reduce (--overlap-grad-reduce)", "zero 3")
+  eq(notes(nil, { ["parallel.dp"] = 2, ["parallel.zero"] = 2, ["parallel.bucket_mb"] = 50 }), "", "zero 2: buckets")
   -- tp without dp: no gradient all-reduce
   eq(notes(nil, { ["parallel.tp"] = 2, ["parallel.bucket_mb"] = 50 }), "parallel.bucket_mb (--bucket-mb)", "tp 2, dp 1")
   -- what has an effect, the defaults filled in and what states "off" say nothing

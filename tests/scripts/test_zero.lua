@@ -93,8 +93,8 @@ end
 
 -- Model state per GPU against the ZeRO paper's closed forms (Rajbhandari et al. 2020, Fig. 1 / Table 1), with the
 -- run's recipe (Megatron amp bf16: 2 B parameters, 4 B gradients, 4 B master, 8 B moments = 18 B) over dp 8:
--- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the two largest units unsharded (here the
--- embedding and a layer, parameters and gradients: (Ψ_embedding + Ψ_layer) × (2 + 4)).
+-- 0: 18 Ψ; 1: (2 + 4) Ψ + 12 Ψ / 8; 2: 2 Ψ + (4 + 12) Ψ / 8; 3: 18 Ψ / 8 + the largest two neighbouring units
+-- unsharded (here the embedding and the first layer, parameters and gradients: (Ψ_embedding + Ψ_layer) × (2 + 4)).
 function T.test_zero_state_closed_forms()
   local L, layer, root = 32, 2e8, 1e9
   local psi = L * layer + root
@@ -126,6 +126,21 @@ function T.test_zero_state_closed_forms()
   near(P.timeline(one, nodes, times).memory.stages[1].state_gb, 18 * psi / 1e9, "dp 1: unsharded", 1e-12)
 end
 
+-- ZeRO-3's unsharded units are the one computing and the one prefetched, neighbours in the run's order (FSDP's
+-- one-unit prefetch): an embedding and an LM head as large as each other, first and last, are never gathered together.
+-- Here the embedding (root), L layers, and the head (head): the largest neighbouring pair is the head and the last layer.
+function T.test_zero3_transient_is_the_largest_neighbouring_pair()
+  local L, layer, root, head = 8, 2e8, 1e9, 1.1e9
+  local nodes, times = graph(L, layer, root)
+  nodes[3].params = head
+  local plan = with_memory(plan_of({ dp = 8, zero = 3 }, 8), nodes)
+  local st = P.timeline(plan, nodes, times).memory.memory.state
+  near(st.gathered_gb, (head + layer) * (2 + 4) / 1e9, "the head and the last layer (not the embedding and the head)",
+    1e-12)
+  eq(Z.transient_bytes({ { params = 5 } }, 2, 4), 5 * 6, "one unit: itself")
+  eq(Z.transient_bytes({ { params = 5 }, { params = 1 }, { params = 7 } }, 2, 4), 8 * 6, "neighbours only")
+end
+
 -- Communication volume per GPU and step (bandwidth-optimal, the ZeRO paper §7): DDP all-reduces the gradients,
 -- 2 (n − 1)/n Ψ; ZeRO-3 all-gathers each unit's parameters twice (forward and backward) and reduce-scatters the
 -- gradients, 3 (n − 1)/n Ψ: 1.5× DDP's, with one element size for both (pure bf16).
@@ -154,6 +169,35 @@ function T.test_zero3_moves_one_and_a_half_times_ddp_bytes()
   local acc = P.timeline(plan_of({ dp = n, zero = 3, microbatches = 4 }, 32, "pure"), nn, tt).devices[1]
   near(acc.dp_bytes, 4 * 3 * psi_bytes, "4 microbatches: 4 times", 1e-9)
   local _ = nodes, times
+end
+
+-- Gradient accumulation under ZeRO-2: no rank keeps the whole gradient, so each of the microbatches' backwards
+-- reduce-scatters its buckets (DeepSpeed stage 2, FSDP SHARD_GRAD_OP), where ZeRO-1 (whole gradients, sharded
+-- optimizer) reduce-scatters once after the last; the parameters are all-gathered once after the step either way.
+-- With the link slower than the backward (no overlap left), each reduce-scatter's tail is exposed, once per microbatch.
+function T.test_zero2_reduce_scatters_every_microbatch()
+  local L, layer, n, mb = 16, 1e8, 8, 4
+  local function dev(z, microbatches)
+    local nn, tt = graph(L, layer, 0, 1e-4, 2e-4)
+    return P.timeline(plan_of({ dp = n, zero = z, microbatches = microbatches }, 8 * microbatches, "pure"), nn, tt)
+      .devices[1]
+  end
+  local psi_bytes = L * layer * 2
+  local z1, z2, z2_one = dev(1, mb), dev(2, mb), dev(2, 1)
+  near(z1.dp_bytes, 2 * psi_bytes, "ZeRO-1: one reduce-scatter of Ψ, one all-gather of Ψ", 1e-9)
+  near(z2.dp_bytes, (mb + 1) * psi_bytes, "ZeRO-2: a reduce-scatter per microbatch, one all-gather", 1e-9)
+  near(z2.dp_wire_bytes, (mb + 1) * (n - 1) / n * psi_bytes, "ZeRO-2: its volume", 1e-9)
+  near(z2_one.dp_bytes, z1.dp_bytes, "one microbatch: ZeRO-2 moves ZeRO-1's bytes", 1e-12)
+  -- the parameters' all-gather after the step, priced as the timeline does (neusight.collectives over the dp group);
+  -- the rest of ZeRO-1's communication is one microbatch's buckets
+  local plan = plan_of({ dp = n, zero = 1 }, 8, "pure")
+  local gather = C.time("all_gather", psi_bytes, plan.groups.dp, plan.cluster)
+  local buckets = z1.dp_comm - gather
+  assert(buckets > 0, "ZeRO-1's communication: one microbatch's buckets and the all-gather")
+  near(z2.dp_comm, mb * buckets + gather, "ZeRO-2: the buckets mb times, the all-gather once", 1e-9)
+  local tail1 = z1.dp_exposed - gather -- ZeRO-1's exposed tail of its one bucket pass (the gather exposed whole)
+  assert(tail1 > 0, "the link slower than the backward: a tail exposed")
+  near(z2.dp_exposed - gather, mb * tail1, "ZeRO-2: each microbatch's tail exposed", 1e-9)
 end
 
 -- Exposed communication per unit (neusight.parallel.zero exposed, FSDP's one-unit prefetch): with a price the test

@@ -235,7 +235,11 @@ end
 --- it), not a bug of the input. Returns where the table holds them or the model has none.
 function M.position_limit(who, n, text, max_positions, max_name)
   if max_positions and n > max_positions then
-    require("neusight").infeasible(("%s: %s exceeds %s %d"):format(who, text, max_name, max_positions))
+    -- and what would run: the longest seq, or context (whose new token takes a row too), the table holds
+    local context = text:match("^context ") ~= nil
+    require("neusight").infeasible(("%s: %s exceeds %s %d, the rows of its learned position table: give a %s of at "
+      .. "most %d"):format(who, text, max_name, max_positions, context and "context" or "seq",
+      context and max_positions - 1 or max_positions))
   end
 end
 

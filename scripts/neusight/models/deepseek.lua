@@ -447,11 +447,17 @@ function M.graph(r, opts)
     end
     -- Under torch.autocast the gate's F.linear(hidden_states.type(fp32), weight.type(fp32)) (both already fp32: no
     -- casts) is on autocast's lower-precision list: it casts both per call and writes bf16 logits. DeepSeek-V3's
-    -- sigmoid (on no list) keeps them bf16: the scores, the top-k weights, the zeros_like(dtype=topk_weights.dtype)
-    -- buffer, the weighted outputs and their index_add_ are bf16, and .type(hidden_states.dtype) casts the sum to the
-    -- fp32 stream's dtype; DeepSeek-V2's softmax(dtype=fp32) makes them fp32 again (and .type is a no-op). The experts
-    -- index the fp32 rows (hidden_states) and cast them per call (neusight.nodes swiglu).
-    local sc = (g.autocast and r.method == "noaux_tc") and dtype or "fp32" -- the scores' and routing weights' dtype
+    -- sigmoid (on no list) keeps them bf16 (`sc`: the scores and the gathered top-k weights); get_topk_indices adds
+    -- the fp32 e_score_correction_bias buffer, which promotes: its selection runs in fp32 (`sel`). With
+    -- norm_topk_prob the weights' .sum() (autocast's fp32 list: sum of a 16-bit tensor writes fp32) and the division
+    -- by it make them fp32 again (`w`); without it the zeros_like(dtype=topk_weights.dtype) buffer, the weighted
+    -- outputs and their index_add_ stay bf16 and .type(hidden_states.dtype) casts the sum to the fp32 stream's dtype.
+    -- DeepSeek-V2's softmax(dtype=fp32) makes everything fp32 (and .type is a no-op). The experts index the fp32 rows
+    -- (hidden_states) and cast them per call (neusight.nodes swiglu).
+    local sc = (g.autocast and r.method == "noaux_tc") and dtype or "fp32" -- the scores' dtype
+    local sel = "fp32" -- get_topk_indices' (the scores + the fp32 bias)
+    local renormed = r.norm_topk and (r.method == "noaux_tc" or k > 1) -- V3: norm_topk_prob; V2: and k > 1
+    local w = renormed and "fp32" or sc -- the routing weights' dtype after the renormalisation (sum: fp32)
     local expert_in = (g.autocast and not grouped) and stream or dtype
     local function dispatch(e, rows, per) -- torch.where(mask[e]), hidden_states[token_indices]
       if rows == 0 then return end
@@ -464,10 +470,10 @@ function M.graph(r, opts)
       if rows == 0 then return end
       local from = #nodes + 1
       local y = { rows, h }
-      add_as(sc, "index", e .. ".expert_weights", { top, { rows } }, { rows })
-      add_as(sc, "mul", e .. ".weighted_output", { y, { rows, 1 } }, y, 0,
-        { input_dtypes = sc ~= dtype and N.mixed(g, "dtype", sc) or nil }) -- the expert's 16-bit output · the weight
-      add_as(sc, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
+      add_as(w, "index", e .. ".expert_weights", { top, { rows } }, { rows })
+      add_as(w, "mul", e .. ".weighted_output", { y, { rows, 1 } }, y, 0,
+        { input_dtypes = w ~= dtype and N.mixed(g, "dtype", w) or nil }) -- the expert's 16-bit output · the weight
+      add_as(w, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
       moe_lib.replicate(nodes, from, per)
     end
 
@@ -486,33 +492,37 @@ function M.graph(r, opts)
     -- the (n, G) group scores, scatter into a mask, expand + reshape, .bool(), ~ (charged as a unary op), then
     -- masked_fill of the other groups' scores with attributes `fill` (V3: under no_grad; V2: with gradient)
     local function group_mask(fill)
-      add_as(sc, "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-      add_as(sc, "zeros", gate .. ".group_mask", {}, { n, G }, 0) -- no inputs: no gradient either way
-      add_as(sc, "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-      add_as(sc, "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-      add_as(sc, "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = sc })
-      add_as(sc, "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
-      add_as(sc, "where", gate .. ".masked_fill", { probs, probs }, probs, 0, fill)
+      add_as(sel, "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+      add_as(sel, "zeros", gate .. ".group_mask", {}, { n, G }, 0) -- no inputs: no gradient either way
+      add_as(sel, "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+      add_as(sel, "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+      add_as(sel, "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = sel })
+      add_as(sel, "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
+      add_as(sel, "where", gate .. ".masked_fill", { probs, probs }, probs, 0, fill)
     end
-    -- topk_weights / (topk_weights.sum(-1, keepdim) + 1e-20)
+    -- topk_weights / (topk_weights.sum(-1, keepdim) + 1e-20): the sum fp32 (under autocast: sum is on its fp32
+    -- list), so the quotient too (`w`)
     local function renormalise()
-      add_as(sc, "sum", gate .. ".topk_sum", { top }, { n, 1 })
-      add_as(sc, "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-      add_as(sc, "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      add_as(w, "sum", gate .. ".topk_sum", { top }, { n, 1 })
+      add_as(w, "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+      add_as(w, "div", gate .. ".topk_norm", { top, { n, 1 } }, top, 0,
+        { input_dtypes = sc ~= w and N.mixed(g, sc, w) or nil })
     end
     if r.method == "noaux_tc" then
       add_as(sc, "sigmoid", gate .. ".sigmoid", { probs }, probs)
       -- get_topk_indices, under torch.no_grad()
       local grouped = { n, G, E // G }
-      add_as(sc, "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
-      add_as(sc, "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
-      add_as(sc, "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
+      -- (the bf16 scores under autocast + the fp32 buffer: an fp32 sum)
+      add_as(sel, "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0,
+        { no_grad = true, input_dtypes = sc ~= sel and N.mixed(g, sc, sel) or nil })
+      add_as(sel, "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
+      add_as(sel, "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
       group_mask(ng)
-      add_as(sc, "topk", gate .. ".topk", { probs }, top, 0, ng)
+      add_as(sel, "topk", gate .. ".topk", { probs }, top, 0, ng)
       -- with gradient: the selected scores
       add_as(sc, "gather", gate .. ".topk_weights", { probs, top }, top)
       if r.norm_topk then renormalise() end
-      add_as(sc, "mul", gate .. ".routed_scaling_factor", { top }, top)
+      add_as(w, "mul", gate .. ".routed_scaling_factor", { top }, top)
     else -- DeepSeek-V2's MoEGate: softmax scores, top-k values with their gradient (no no_grad block, no gather)
       add_as(sc, "softmax", gate .. ".softmax", { probs }, probs)
       if r.method == "group_limited_greedy" then -- group score = the group's best expert; masked scores keep grad
@@ -527,14 +537,15 @@ function M.graph(r, opts)
       end
     end
     if grouped then -- permute, grouped GEMMs, unpermute in the compute dtype (neusight.models.moe.grouped_experts)
-      if sc ~= dtype then add("cast", m .. ".topk_weights.to_dtype", { top }, top, 0, { from = sc }) end
+      if w ~= dtype then add("cast", m .. ".topk_weights.to_dtype", { top }, top, 0, { from = w }) end
       moe_lib.grouped_experts(g, experts, m, n, k, E, h, I)
     else -- moe(): the routed experts into an fp32 buffer
-      add_as(sc, "zeros", m .. ".final_hidden_states", {}, flat)
+      add_as(w, "zeros", m .. ".final_hidden_states", {}, flat)
       add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
       moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine, k)
-      -- .type(hidden_states.dtype): to the graph's dtype, or under autocast to the fp32 stream's (V3's bf16 sum)
-      if sc ~= expert_in then add_as(expert_in, "cast", m .. ".to_dtype", { flat }, flat, 0, { from = sc }) end
+      -- .type(hidden_states.dtype): to the graph's dtype, or under autocast to the fp32 stream's (V3's bf16 sum
+      -- without norm_topk_prob)
+      if w ~= expert_in then add_as(expert_in, "cast", m .. ".to_dtype", { flat }, flat, 0, { from = w }) end
     end
     local branch = expert_in -- the block's output dtype (fp32 under autocast but for the grouped path)
     if r.ns then
@@ -549,9 +560,7 @@ function M.graph(r, opts)
 
   -- the residual adds: fp32 under autocast (the fp32 stream plus the 16-bit o_proj / down_proj output, or plus a MoE
   -- block's fp32 sum: `branch`)
-  local function residual_attrs(branch)
-    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
-  end
+  local function residual_attrs(branch) return N.residual_attrs(g, branch) end -- (neusight.nodes)
   local function layer(p, kv, sparse)
     rms_norm(p .. ".input_layernorm", xs, h, stream)
     attention(p .. ".self_attn", kv)

@@ -183,14 +183,27 @@ function M.build(cfg, opts)
   if opts.megatron then
     add("gelu", "h.mlp.act", { act }, act, 0, { note = "Megatron-LM fused bias-GeLU (bias_gelu_impl)" })
   else
+    -- Under torch.autocast torch.pow is on its fp32 list: it casts the 16-bit a to fp32 first (a copy it saves) and
+    -- writes a fp32 a³, and everything computed from it is fp32 too (type promotion): 0.044715·a³, a + …, tanh,
+    -- 1 + tanh and the product with the 16-bit 0.5·a; c_proj's addmm then casts that fp32 activation (`fp32`: the
+    -- nodes' dtype, the graph's otherwise)
+    local fp32 = g.autocast and "fp32" or dtype
+    local a16 = g.autocast and dtype or nil                       -- the 16-bit operand's dtype where it is mixed
     add("mul", "h.mlp.act.half", { act }, act)          -- 0.5 · a              VECmulu
-    add("pow", "h.mlp.act.cube", { act }, act)          -- a ** 3               VECpowu
-    add("mul", "h.mlp.act.coef", { act }, act)          -- 0.044715 · a³        VECmulu
-    add("add", "h.mlp.act.inner", { act, act }, act)    -- a + 0.044715·a³      VECadd
-    add("mul", "h.mlp.act.scale", { act }, act)         -- √(2/π) · (…)         VECmulu
-    add("tanh", "h.mlp.act.tanh", { act }, act)         -- tanh(…)              VECtanh
-    add("add", "h.mlp.act.one_plus", { act }, act)      -- 1.0 + tanh(…)        VECaddu
-    add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
+    if g.autocast then
+      add_as("fp32", "cast", "h.mlp.act.cube.input_cast", { act }, act, 0,
+        { from = dtype, note = "torch.autocast: pow's fp32 input cast" })
+    end
+    add_as(fp32, "pow", "h.mlp.act.cube", { act }, act)          -- a ** 3               VECpowu
+    add_as(fp32, "mul", "h.mlp.act.coef", { act }, act)          -- 0.044715 · a³        VECmulu
+    add_as(fp32, "add", "h.mlp.act.inner", { act, act }, act, 0,   -- a + 0.044715·a³      VECadd
+      { input_dtypes = a16 and (a16 .. ",fp32") })
+    add_as(fp32, "mul", "h.mlp.act.scale", { act }, act)         -- √(2/π) · (…)         VECmulu
+    add_as(fp32, "tanh", "h.mlp.act.tanh", { act }, act)         -- tanh(…)              VECtanh
+    add_as(fp32, "add", "h.mlp.act.one_plus", { act }, act)      -- 1.0 + tanh(…)        VECaddu
+    add_as(fp32, "mul", "h.mlp.act.out", { act, act }, act, 0,    -- 0.5·a · (1 + …)      VECmul
+      { input_dtypes = a16 and (a16 .. ",fp32") })
+    N.autocast_cast(g, "h.mlp.c_proj.input_cast", { T, ni })
   end
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
   tp_out("h.mlp.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")

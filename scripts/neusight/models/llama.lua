@@ -416,12 +416,9 @@ function M.graph(r, opts, moe)
   -- an op on autocast's fp32 list (softmax) or fed an fp32 operand (the mask add: HF's causal mask is in the fp32
   -- inputs_embeds' dtype) under autocast runs in fp32; `add_as(attn32, ...)`
   local attn32 = g.autocast and "fp32" or dtype
-  -- residual + the branch's 16-bit output (HF's `residual + hidden_states`; fusion.lua's fused_external)
-  -- `branch`: the branch's dtype under autocast ("dtype": the 16-bit output of o_proj / down_proj; "fp32": a MoE
-  -- block's final_hidden_states, zeros in the fp32 stream's dtype)
-  local function residual_attrs(branch)
-    return { fused_external = 1, input_dtypes = branch ~= "fp32" and N.mixed(g, "fp32", "dtype") or nil }
-  end
+  -- residual + the branch (neusight.nodes residual_attrs): `branch` its dtype under autocast (nil: the 16-bit output
+  -- of o_proj / down_proj; "fp32": a MoE block's final_hidden_states, zeros in the fp32 stream's dtype)
+  local function residual_attrs(branch) return N.residual_attrs(g, branch) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)

@@ -161,8 +161,8 @@ function M.report(plan, devices, mem, params_total, lean)
     for d, dev in ipairs(devices) do
       local share = params_total > 0 and dev.params / params_total or 1 / p.pp
       local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
-      -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the two largest units' full parameters and
-      -- gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
+      -- ZeRO-3's unsharded units (neusight.parallel.zero transient_bytes: the largest two neighbouring units' full
+      -- parameters and gradients, the one computing and the one prefetched), counted with the state they are the gathered copies of
       if zero.stage(p) == 3 and (dev.zero_gathered or 0) > 0 and p.training and p.dp > 1 then
         state.gathered = dev.zero_gathered
         state.total = state.total + state.gathered
@@ -199,8 +199,9 @@ function M.report(plan, devices, mem, params_total, lean)
   -- one could shard more (data-parallel training; stages 2 and 3 without a pipeline, 3 without expert parallelism, as
   -- neusight.parallel.config allows them): search suggests --zero N by it. Nil where it fits or none would.
   if not out.fits and plan.training and plan.dp > 1 then
+    local refusal = require("neusight.parallel.config").zero_refusal -- the one rule of what a stage runs with
     for z = zero.stage(plan) + 1, 3 do
-      if (z < 2 or plan.pp == 1) and (z < 3 or plan.ep == 1) then
+      if not refusal(z, plan.pp, plan.ep) then
         local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
         if memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
             mem.gpu_reported_gib).fits then

@@ -151,7 +151,9 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
   local kernels = j.kernels .. " kernels" .. (j.sequence_parallel and ", sequence parallel" or "")
-    .. (j.zero >= 2 and fmt(", ZeRO-%d", j.zero) or j.distributed_optimizer and ", distributed optimizer" or "")
+    -- (only where it shards: data-parallel training, as neusight.parallel.zero shards; elsewhere it has no effect)
+    .. (not (plan.training and j.dp > 1) and "" or j.zero >= 2 and fmt(", ZeRO-%d", j.zero)
+      or j.distributed_optimizer and ", distributed optimizer" or "")
     .. (j.recompute ~= "none" and ", " .. j.recompute .. " recomputation" or "")
   add("\nparallel  dp %d x tp %d x pp %d%s = %d GPUs (%d node(s) x %d), %d microbatch(es) of %d, schedule %s%s, %s\n",
     j.dp, j.tp, j.pp, j.ep > 1 and fmt(" (ep %d)", j.ep) or "", j.world, c.nodes, c.gpus_per_node, j.microbatches,
@@ -191,9 +193,11 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,
       (first.zero_gathered or 0) / 1e9)
   elseif j.dp > 1 and first then
-    add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB on stage 0, %.3f ms exposed%s\n",
+    -- (ZeRO-2 reduce-scatters the buckets after every microbatch's backward: neusight.parallel.timeline)
+    add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB%s on stage 0, %.3f ms exposed%s\n",
       j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
-      first.buckets, j.bucket_mb, first.dp_exposed * ms,
+      first.buckets, j.bucket_mb, (j.zero == 2 and j.microbatches > 1 and plan.training)
+        and fmt(" per microbatch (ZeRO-2: %d microbatches)", j.microbatches) or "", first.dp_exposed * ms,
       j.overlap_grad_reduce and " (overlapped with backward)" or " (after backward)")
   end
   if #result.devices > 1 then -- the summary's device (M.critical, JSON critical_stage): its parts sum to the iteration

@@ -269,10 +269,17 @@ end
 
 --- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
 --- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep"). The error is the
---- setting's, not the model's (neusight.infeasible: a sweep makes a row of it).
+--- setting's, not the model's (neusight.infeasible: a sweep makes a row of it), and says which degrees do divide
+--- (up to 64: "give a tp that divides 25 (1, 5, 25)").
 function M.split(n, k, what, who, degree)
   if n % k ~= 0 then
-    require("neusight").infeasible(("%s: %s = %d is not divisible by %s = %d"):format(who, what, n, degree or "tp", k))
+    local fits = {}
+    for d = 1, math.min(n, 64) do
+      if n % d == 0 then fits[#fits + 1] = tostring(d) end
+    end
+    degree = degree or "tp"
+    require("neusight").infeasible(("%s: %s = %d is not divisible by %s = %d: give %s %s that divides %d (%s)")
+      :format(who, what, n, degree, k, degree:match("^[aeiou]") and "an" or "a", degree, n, table.concat(fits, ", ")))
   end
   return n // k
 end

@@ -732,6 +732,14 @@ function M.timeline(plan, nodes, times, lean, reuse)
       dev.dp_bytes, dev.dp_wire_bytes = bytes, wire
       dev.buckets, dev.dp_comm = prep.buckets_of[d], dp_comm
       dp_end = max(compute_end, link_free)
+      -- ZeRO-2 (neusight.parallel.zero) keeps only its shard of the gradients, so every microbatch's backward
+      -- reduce-scatters its buckets (DeepSpeed stage 2 and FSDP SHARD_GRAD_OP by default), not the last one's alone:
+      -- pp = 1 (parallel.config), the microbatches' backwards alike, each earlier one's exposed tail delaying the next
+      -- forward as the last one's delays the step (counted at the end: M.ops shows them in the dp_reduce tail)
+      if Mb > 1 and Z.stage(plan) == 2 then
+        dev.dp_comm, dev.dp_bytes, dev.dp_wire_bytes = Mb * dp_comm, Mb * bytes, Mb * wire
+        dp_end = dp_end + (Mb - 1) * (dp_end - compute_end)
+      end
       dev.dp_exposed = dp_end - compute_end
     end
     local reduce_end = dp_end

@@ -7,9 +7,11 @@
 --   zero 1  of the optimizer state (master copies, moments) and runs 1/dp of the step: Megatron-LM's distributed
 --           optimizer (distributed_optimizer = true is its other name). Gradients are reduce-scattered in buckets
 --           during the last backward, the updated parameters all-gathered after the step (neusight.parallel.timeline).
---   zero 2  + of the gradients (DeepSpeed stage 2; FSDP SHARD_GRAD_OP): the same communication as stage 1 (the bucket
---           reduce-scatter leaves each rank its shard; DeepSpeed's stage 2 reduces per bucket as stage 1 does); the
---           transient unsharded gradient buckets (bucket_mb each) are not counted.
+--   zero 2  + of the gradients (DeepSpeed stage 2; FSDP SHARD_GRAD_OP): stage 1's communication (the bucket
+--           reduce-scatter leaves each rank its shard; DeepSpeed's stage 2 reduces per bucket as stage 1 does), but
+--           with gradient accumulation (microbatches > 1) every microbatch's backward reduce-scatters, since no rank
+--           keeps the whole gradient to accumulate into (DeepSpeed's and FSDP's default; neusight.parallel.timeline);
+--           the transient unsharded gradient buckets (bucket_mb each) are not counted.
 --   zero 3  + of the parameters (DeepSpeed stage 3; FSDP FULL_SHARD, FSDP2 fully_shard as torchtitan and HF accelerate
 --           run it): each unit's parameters are all-gathered before its forward and again before its backward, and
 --           its gradients reduce-scattered after its backward (M.exposed). No bucket all-reduce, no parameter
@@ -72,20 +74,15 @@ function M.units(st, nodes, times, hidden, rerun)
   return out
 end
 
---- Transient bytes of ZeRO-3 on one GPU holding `units`: the two largest units' (the one computing and the one
---- prefetched: FSDP's forward/backward prefetch of one unit ahead, limit_all_gathers; DeepSpeed's
---- stage3_prefetch_bucket_size alike) full parameters and gradients (before their reduce-scatter), at the recipe's
---- parameter and gradient bytes. The sharded copies are the state's (M.shards).
+--- Transient bytes of ZeRO-3 on one GPU holding `units` (in forward order): the largest pair of neighbouring units'
+--- (the one computing and the one prefetched: FSDP's forward/backward prefetch of one unit ahead, limit_all_gathers;
+--- DeepSpeed's stage3_prefetch_bucket_size alike — the next unit in forward, the previous one in backward, so two units
+--- far apart, as the embedding and the LM head, are never unsharded together) full parameters and gradients (before
+--- their reduce-scatter), at the recipe's parameter and gradient bytes. The sharded copies are the state's (M.shards).
 function M.transient_bytes(units, bp, bg)
-  local first, second = 0, 0
-  for _, u in ipairs(units) do
-    if u.params > first then
-      first, second = u.params, first
-    elseif u.params > second then
-      second = u.params
-    end
-  end
-  return (first + second) * (bp + bg)
+  local most = #units == 1 and units[1].params or 0
+  for k = 2, #units do most = max(most, units[k - 1].params + units[k].params) end
+  return most * (bp + bg)
 end
 
 -- One pass over `blocks` ({ ag, rs, t }: seconds of the all-gather the block needs before it, of the reduce-scatter
