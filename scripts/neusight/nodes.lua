@@ -184,9 +184,9 @@ function M.mixed(g, first, second)
   return of(first) .. "," .. of(second)
 end
 
---- The attrs of a residual add (HF's `residual + hidden_states`: fusion.lua's fused_external; the Llama family's and
---- DeepSeek's layers): under torch.autocast the fp32 stream plus the branch, whose dtype is `branch` ("fp32": a MoE
---- block's fp32 sum, two fp32 operands; nil: the 16-bit output of o_proj / down_proj, M.mixed).
+--- The attrs of a residual add (HF's `residual + hidden_states`: fusion.lua's fused_external; the Llama family's,
+--- DeepSeek's and OPT's layers): under torch.autocast the fp32 stream plus the branch, whose dtype is `branch` ("fp32":
+--- a MoE block's fp32 sum, two fp32 operands; nil: the 16-bit output of o_proj / down_proj / out_proj / fc2, M.mixed).
 function M.residual_attrs(g, branch)
   return { fused_external = 1, input_dtypes = branch ~= "fp32" and M.mixed(g, "fp32", "dtype") or nil }
 end

@@ -86,6 +86,23 @@ end
 ---@return string?
 function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
+--- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero shards) and the
+--- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line.
+---@return string
+function M.zero_help(stage)
+  local shards = require("neusight.parallel.zero").shards({ training = true, dp = 2, zero = stage }, 2)
+  local roles = {}
+  for _, r in ipairs({ { "weights", "parameters" }, { "gradients", "gradients" }, { "optimizer", "optimizer state" } }) do
+    if shards[r[1]] > 1 then roles[#roles + 1] = r[2] end
+  end
+  local what = #roles > 1 and table.concat(roles, ", ", 1, #roles - 1) .. " and " .. roles[#roles] or roles[1] or "nothing"
+  local refusal, only = require("neusight.parallel.config").zero_refusal, {}
+  if refusal(stage, 2, 1) then only[#only + 1] = "pp 1" end
+  if refusal(stage, 1, 2) then only[#only + 1] = "ep 1" end
+  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what,
+    #only > 0 and "; " .. table.concat(only, ", ") .. " layouts only" or "")
+end
+
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
 

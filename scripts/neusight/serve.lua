@@ -191,11 +191,10 @@ local function fp8_warning(o, p)
 end
 
 -- Whether a kernel of node `name` works on the logits rows, one per sampled position: the LM head (a linear named
--- lm_head, as neusight.workload finds it) and Gemma-2's final soft-capping of its logits (neusight.nodes
+-- lm_head: neusight.workload lm_head_name) and Gemma-2's final soft-capping of its logits (neusight.nodes
 -- causal_lm_head). A prefill of b prompts runs them on b rows, a decode step of b requests on b rows.
 local function logits_kernel(name)
-  return type(name) == "string" and (name == "lm_head" or name:match("%.lm_head$") ~= nil
-    or name:match("^final_softcap%.") ~= nil)
+  return W.lm_head_name(name) or type(name) == "string" and name:match("^final_softcap%.") ~= nil
 end
 
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, head_ms (logits_kernel's), kv_cache_gb,

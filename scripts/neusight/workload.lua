@@ -1072,9 +1072,15 @@ function M.quantise_activations(nodes)
   end
 end
 
+--- Whether `name` (a node's, or its kernels') is a model's LM head's: "lm_head" or "<prefix>.lm_head" (also
+--- neusight.serve's logits kernels: the one rule).
+function M.lm_head_name(name)
+  return type(name) == "string" and (name == "lm_head" or name:match("%.lm_head$") ~= nil)
+end
+
 -- Whether node `n` is a model's LM head (a linear named lm_head): what quantised checkpoints keep unquantised.
 local function lm_head(n)
-  return n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) ~= nil
+  return n.op == "linear" and M.lm_head_name(n.name)
 end
 
 -- The ops whose parameters are a GEMM's weight (quantised with it), and the weights of experts no token reached (op

@@ -266,4 +266,13 @@ function T.test_zero_fits_names_the_least_stage_that_fits()
   eq(pp.zero_fits, nil, "pp 2: only zero 1 could be suggested, and it does not fit")
 end
 
+-- search's no-fit hint names what the stage shards (zero.shards) and the layouts it runs with (config.zero_refusal)
+function T.test_zero_help_says_what_the_stage_shards_and_where_it_runs()
+  local S = require "neusight.search"
+  eq(S.zero_help(2), "--zero 2 (shards the gradients and optimizer state over the data-parallel ranks; pp 1 layouts only)",
+     "stage 2")
+  eq(S.zero_help(3), "--zero 3 (shards the parameters, gradients and optimizer state over the data-parallel ranks; "
+     .. "pp 1, ep 1 layouts only)", "stage 3")
+end
+
 return T

@@ -163,12 +163,11 @@ function M.build(cfg, opts)
   local mask = decode and { b, serve.kv } or tokens -- the attention mask: every cached position in decode
   -- The q, k or v projection `which` ("q", "k", "v") in HF's order: its nn.Linear, or under Megatron's kernels the one
   -- q/k/v GEMM at q's place (k and v are views of its output: nothing at theirs). k_proj and v_proj read the normed x
-  -- that q_proj saves for backward: autograd keeps that one tensor once.
+  -- that q_proj saves for backward: autograd keeps that one tensor once (under autocast each casts and saves its own).
   local function project(which)
     if not g.megatron then
       linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl, which ~= "q", true)
-    elseif which == "q" then
-      N.autocast_cast(g, "layers.self_attn.qkv_proj.input_cast", x)
+    elseif which == "q" then -- (no autocast under Megatron's kernels; N.qkv casts its input itself where there is)
       N.qkv(g, "layers.self_attn", x, h, nh, nh, hd, xl, xl, bias)
     end
   end
@@ -254,8 +253,7 @@ function M.build(cfg, opts)
   linear("layers.self_attn.out_proj", xl, hl, h, x)
   tp_all_reduce("layers.self_attn.tp_out", x, "forward", "g: sum of the row-parallel out_proj partial outputs")
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
-  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0,
-    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
+  add_as(stream, "add", "layers.self_attn.residual", { x, x }, x, 0, N.residual_attrs(g)) -- residual + out_proj
   if not pre_ln then add_as(stream, "layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
@@ -265,8 +263,7 @@ function M.build(cfg, opts)
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
   tp_all_reduce("layers.fc2.tp_out", x2d, "forward", "g: sum of the row-parallel fc2 partial outputs")
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
-  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0,
-    { fused_external = 1, input_dtypes = N.mixed(g, "fp32", "dtype") })
+  add_as(stream, "add", "layers.fc_residual", { x2d, x2d }, x2d, 0, N.residual_attrs(g)) -- residual + fc2
   add("view", "layers.unflatten", { x2d }, x)
   if not pre_ln then add_as(stream, "layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 

@@ -186,14 +186,18 @@ function M.report(plan, devices, mem, params_total, lean)
   end
   local out = memory.parallel(stage_parts(plan), cap_gb, plan.recompute or "none", lean, unsaved, mem.mode,
     mem.gpu_reported_gib, sizing)
+  -- whether the layout fits under ZeRO stage z (1: the distributed optimizer)
+  local function fits_at(z)
+    local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
+    return memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
+      mem.gpu_reported_gib).fits
+  end
   -- whether the same layout would fit under the distributed optimizer, where it does not fit, and the optimizer is off
   -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
   -- no one reads.
   if not out.fits and not plan.distributed_optimizer and plan.training and plan.dp > 1 then
-    local sharded = setmetatable({ distributed_optimizer = true, zero = 1 }, { __index = plan })
-    out.distributed_optimizer_fits = memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true,
-      unsaved, mem.mode, mem.gpu_reported_gib).fits
+    out.distributed_optimizer_fits = fits_at(1)
   end
   -- the least higher ZeRO stage (neusight.parallel.zero) under which the layout would fit, where it does not fit and
   -- one could shard more (data-parallel training; stages 2 and 3 without a pipeline, 3 without expert parallelism, as
@@ -201,13 +205,13 @@ function M.report(plan, devices, mem, params_total, lean)
   if not out.fits and plan.training and plan.dp > 1 then
     local refusal = require("neusight.parallel.config").zero_refusal -- the one rule of what a stage runs with
     for z = zero.stage(plan) + 1, 3 do
-      if not refusal(z, plan.pp, plan.ep) then
-        local sharded = setmetatable({ distributed_optimizer = true, zero = z }, { __index = plan })
-        if memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true, unsaved, mem.mode,
-            mem.gpu_reported_gib).fits then
-          out.zero_fits = z
-          break
-        end
+      -- (stage 1 is the distributed optimizer, asked just above: not asked twice)
+      local fits
+      if z == 1 and out.distributed_optimizer_fits ~= nil then fits = out.distributed_optimizer_fits
+      elseif not refusal(z, plan.pp, plan.ep) then fits = fits_at(z) end
+      if fits then
+        out.zero_fits = z
+        break
       end
     end
   end

@@ -757,17 +757,17 @@ function M.timeline(plan, nodes, times, lean, reuse)
       -- gathers them, neusight.parallel.zero)
       dev.optimizer = dev.optimizer / step_shards
       if opt_total > 0 and not (z and z.comm) then
-        local expert = dev.expert_params
-        if expert == 0 or plan.ep == 1 then -- one group (edp is dp at ep 1): one all-gather
+        -- the experts' parameters gathered over edp, the rest over dp (edp is dp at ep 1: one group, one all-gather)
+        local expert = plan.ep > 1 and dev.expert_params or 0
+        if expert == 0 then
           gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
         else -- (collectives: a group of one rank, or no bytes, costs 0)
           gather = comm_time("all_gather", (dev.params - expert) * ep, plan.groups.dp)
             + comm_time("all_gather", expert * ep, plan.groups.edp)
         end
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
-        local expert = plan.ep > 1 and dev.expert_params or 0
-        dev.dp_bytes = (dev.dp_bytes or 0) + dev.params * ep
-        dev.dp_wire_bytes = (dev.dp_wire_bytes or 0) + Z.wire_bytes("all_gather", (dev.params - expert) * ep, plan.dp)
+        dev.dp_bytes = dev.dp_bytes + dev.params * ep
+        dev.dp_wire_bytes = dev.dp_wire_bytes + Z.wire_bytes("all_gather", (dev.params - expert) * ep, plan.dp)
           + Z.wire_bytes("all_gather", expert * ep, plan.groups.edp.size)
       end
     end
