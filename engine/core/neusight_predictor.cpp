@@ -48,6 +48,21 @@ namespace {
 // (weights/MONOTONE_GPU_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
+// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md): a library can run a batched GEMM as its b single GEMMs
+// one after another, and a GEMM as two over halves of its output columns (k) or of its rows (m), so its best kernel
+// is no slower than those pieces back to back. A kernel of the tensor-core GEMM families is priced no slower than
+// count × any of its pieces (b', ⌈m / 2^j⌉, n, ⌈k / 2^i⌉), b' ∈ {b, 1}, i, j ≤ subadditive_halvings (each a halving
+// that changes the size), count (b / b') · 2^i · 2^j: the recursive halving in closed form (a split of a split is a
+// grid point; 2^i pieces of ⌈k / 2^i⌉ cover k). Pieces are real kernels: the tile rule's tile for their shape and the
+// kernel's own FLOPs and bytes times what scripts/neusight/kernels.lua gives the piece over the kernel's dims (one
+// source of the cost formula; an op's own conventions kept: ops/grouped_linear.lua's real rows, quantised weights),
+// both from the session (predictor::gemm_pieces_set). Why: with the one-wave view (partial_wave = 'sm_persist') the
+// H100's grouped expert BMM of W 6 waves was priced above its 8 single GEMMs (Mixtral-8x7B bf16 decode batch 8:
+// grouped 38.58 ms, the per-expert loop 37.37). A bound, not a fit: the set is not a knob. Cost: at most 31 more MLP
+// rows and tile selections per distinct GEMM of the two families.
+constexpr int subadditive_halvings = 3;
+bool subadditive(family f) { return f == family::gemm_tc16 || f == family::gemm_fp8; }
+
 enum class size_axis { rows, q_len, kv_len, batch, m };
 
 struct envelope_axes {
@@ -260,6 +275,9 @@ class neusight_predictor final : public predictor {
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
   void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override { floor_ = std::move(floor_s); }
+  void gemm_pieces_set(std::function<void(std::vector<kernel*>&, const gpu_spec&)> complete) override {
+    pieces_ = std::move(complete);
+  }
   void train_convention_set(const train_convention& conv) override {
     conv_ = conv;
     features_memo_.clear(), outputs_memo_.clear();  // features of another convention
@@ -297,11 +315,111 @@ class neusight_predictor final : public predictor {
     return out;
   }
 
+  // The kernels' forecasts, each no slower than its sub-additivity pieces (gemm_pieces) and, within the forecast, than
+  // the kernels of its class larger on every ordered axis (dominance_minimum).
   std::vector<double> predict_tiles(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const {
+    std::vector<kernel_instance> all;
+    std::vector<piece_use> uses;
+    if (pieces_) gemm_pieces(kernels, gpu, all, uses);
+    std::vector<std::pair<family, size_t>> slot;
+    std::vector<double> out = price(uses.empty() ? kernels : all, gpu, slot);
+    for (const piece_use& u : uses) out[u.kernel] = std::min(out[u.kernel], u.count * out[u.piece]);
+    out.resize(kernels.size()), slot.resize(kernels.size());
+    // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
+    // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
+    dominance_minimum(kernels, slot, out);
+    return out;
+  }
+
+  struct piece_use {
+    size_t kernel = 0, piece = 0;  // indices in the priced list (the kernels, then the pieces)
+    double count = 0;              // how many such pieces the kernel is
+  };
+
+  // `all`: `kernels`, then the pieces of those of a sub-additive family; `uses`: which kernel is how many of which.
+  void gemm_pieces(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu, std::vector<kernel_instance>& all,
+                   std::vector<piece_use>& uses) const {
+    const auto dims = [](const kernel& k) {
+      char wb[48];
+      std::snprintf(wb, sizeof wb, "|%a", k.weight_bytes);
+      return std::string(kernel_kind_name(k.kind)) + "|" + k.dtype + "|" + k.act_quant + "|" + std::to_string(k.b) +
+             "," + std::to_string(k.m) + "," + std::to_string(k.n) + "," + std::to_string(k.k) + wb;
+    };
+    const auto untiled = [](kernel k) {
+      k.tile_m = k.tile_k = k.tile_elems = 0, k.tile_split = 1, k.tile_kernel.clear();
+      return k;
+    };
+    // the kernels.lua costs of each distinct shape (a kernel's own and its pieces'), asked of the session once
+    std::map<std::string, size_t> costed_at;
+    std::vector<kernel> costed;
+    const auto shape = [&](const kernel& k) {
+      auto [it, fresh] = costed_at.try_emplace(dims(k), costed.size());
+      if (fresh) costed.push_back(untiled(k));
+      return it->second;
+    };
+    struct pending {
+      size_t kernel, whole, piece;
+      double count;
+    };
+    std::vector<pending> pend;
+    std::map<std::string, size_t> first;  // a kernel's shape and costs → the first such kernel (its pieces are its)
+    std::vector<std::pair<size_t, size_t>> same;  // a kernel, the earlier one of its shape and costs
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (k.seconds || (k.kind != kernel_kind::gemm && k.kind != kernel_kind::bmm) || k.b < 1 || k.m < 1 || k.k < 1)
+        continue;
+      const auto fam = family_of(k);
+      if (!fam || !subadditive(*fam)) continue;
+      char costs[64];
+      std::snprintf(costs, sizeof costs, "|%a|%a", k.flops, k.bytes);
+      if (auto [it, fresh] = first.try_emplace(dims(k) + costs, i); !fresh) {
+        same.emplace_back(i, it->second);
+        continue;
+      }
+      const size_t whole = shape(k);
+      const auto halved = [](int64_t v, int h) { return (v + (int64_t(1) << h) - 1) >> h; };
+      for (int64_t b : {k.b, int64_t(1)}) {
+        for (int hk = 0; hk <= subadditive_halvings; ++hk) {
+          if (hk > 0 && halved(k.k, hk) == halved(k.k, hk - 1)) break;
+          for (int hm = 0; hm <= subadditive_halvings; ++hm) {
+            if (hm > 0 && halved(k.m, hm) == halved(k.m, hm - 1)) break;
+            if (b == k.b && hk == 0 && hm == 0) continue;  // the kernel itself
+            kernel p = k;
+            p.b = b, p.m = halved(k.m, hm), p.k = halved(k.k, hk);
+            pend.push_back({i, whole, shape(p), double(k.b / b) * double(int64_t(1) << hk) * double(int64_t(1) << hm)});
+          }
+        }
+        if (k.b == 1) break;  // b' = 1 is b itself
+      }
+    }
+    if (pend.empty()) return;
+    std::vector<kernel*> ks;
+    for (kernel& c : costed) ks.push_back(&c);
+    pieces_(ks, gpu);
+    all = kernels;
+    std::map<size_t, std::vector<std::pair<size_t, double>>> of;  // a first kernel → its pieces in `all`, counts
+    for (const pending& q : pend) {
+      const kernel& k = kernels[q.kernel].k;
+      const kernel &w = costed[q.whole], &c = costed[q.piece];
+      kernel_instance p = kernels[q.kernel];
+      p.k = c;
+      p.k.flops = k.flops * (c.flops / w.flops), p.k.bytes = k.bytes * (c.bytes / w.bytes);
+      p.k.weight_bytes = k.weight_bytes, p.k.act_quant = k.act_quant;
+      of[q.kernel].emplace_back(all.size(), q.count);
+      uses.push_back({q.kernel, all.size(), q.count});
+      all.push_back(std::move(p));
+    }
+    for (const auto& [i, earlier] : same)
+      if (auto it = of.find(earlier); it != of.end())
+        for (const auto& [piece, count] : it->second) uses.push_back({i, piece, count});
+  }
+
+  std::vector<double> price(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+                            std::vector<std::pair<family, size_t>>& slot) const {
     std::vector<double> out(kernels.size(), 0.0);
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
-    std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
+    slot.assign(kernels.size(), {family::bmm, SIZE_MAX});
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
@@ -420,9 +538,6 @@ class neusight_predictor final : public predictor {
           }
         }
     }
-    // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
-    // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
-    dominance_minimum(kernels, slot, out);
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
@@ -477,6 +592,7 @@ class neusight_predictor final : public predictor {
   }
 
   std::filesystem::path root_;
+  std::function<void(std::vector<kernel*>&, const gpu_spec&)> pieces_;  // gemm_pieces_set
   bool memo_ = true;
   std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
   std::function<double(const gpu_spec&)> floor_;  // a roofline-priced kernel's least seconds (roofline_floor_set)
