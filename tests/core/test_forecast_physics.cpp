@@ -575,6 +575,54 @@ TEST_CASE("within a forecast a GEMM with fewer rows is never priced above one wi
   CHECK(sweeps == 6 * 3 * 5 - 4 - 2 * 5);  // GPUs x dtypes x shapes, less fp8 BMMs (4 GPUs) and fp8 on the two A100s
 }
 
+// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md): a library can run a batched GEMM as its b single GEMMs
+// one after another, so it is never forecast slower than b times one of them. The predictor is the session's (it
+// costs and tiles the pieces: predictor::gemm_pieces_set); each kernel is its own forecast, so the order along M
+// within a forecast plays no part. Exact here: the BMM's pieces at b' = 1 are the single GEMM's own pieces (output
+// columns and rows halved up to three times), each b times. (Not checked: a GEMM against twice its half's forecast —
+// the half's own envelope reaches a halving deeper than the GEMM's, so that holds for the MLP's price of the half,
+// not for its forecast.) Without the envelope the H100's Mixtral-8x7B expert BMM (8 x 2 x 4096 x 28672, one-wave
+// view of six waves) was priced above its 8 GEMMs.
+TEST_CASE("a tensor-core BMM is never forecast slower than its b single GEMMs back to back",
+          "[neusight][physics][envelope]") {
+  session s(ns_test::session_opts(ns_test::source_dir));
+  const std::unique_ptr<predictor> pred = s.predictor_make("neusight", ns_test::source_dir / "weights");
+  const auto one = [&](kernel k, const gpu_spec& gpu) {  // costed by neusight.kernels, tiled by tiling.gemm
+    std::vector<kernel*> ks{&k};
+    s.kernel_costs(ks);
+    std::vector<kernel_instance> kis{{0, phase::forward, k}};
+    s.tiles_select(kis, gpu);
+    return pred->predict(kis, gpu).at(0);
+  };
+  const auto gemm = [](kernel_kind kind, int64_t b, int64_t m, int64_t n, int64_t k) {
+    kernel g;
+    g.kind = kind, g.name = kind == kernel_kind::bmm ? "BMM" : "Linear", g.dtype = "bf16";
+    g.b = b, g.m = m, g.n = n, g.k = k;
+    return g;
+  };
+  struct shape {
+    int64_t b, m, n, k;  // n: the reduction
+  };
+  // Mixtral-8x7B's decode expert GEMMs (gate-up, down), Qwen3-30B-A3B's and DeepSeek-V2-Lite's, a prefill-sized one
+  const std::vector<shape> shapes = {{8, 2, 4096, 28672}, {8, 2, 14336, 4096}, {8, 16, 4096, 14336},
+                                     {64, 1, 2048, 1536}, {128, 4, 768, 2048},  {4, 512, 4096, 4096}};
+  size_t checks = 0;
+  for (const std::string gpu_name : {"h100", "h200", "b200", "l4", "A100-SXM4-80GB"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const shape& sh : shapes) {
+      const double batched = one(gemm(kernel_kind::bmm, sh.b, sh.m, sh.n, sh.k), gpu);
+      const double single = one(gemm(kernel_kind::gemm, 1, sh.m, sh.n, sh.k), gpu);
+      const double bmm1 = one(gemm(kernel_kind::bmm, 1, sh.m, sh.n, sh.k), gpu);
+      INFO(gpu.name << " b " << sh.b << " m " << sh.m << " n " << sh.n << " k " << sh.k << ": BMM " << batched * 1e6
+                    << " us, one GEMM " << single * 1e6 << " us, one BMM " << bmm1 * 1e6 << " us");
+      CHECK(batched <= double(sh.b) * bmm1 * (1 + 1e-12));
+      CHECK(batched <= double(sh.b) * single * (1 + 1e-12));
+      ++checks;
+    }
+  }
+  CHECK(checks == 5 * 6);
+}
+
 // Weight-only quantisation (W8A16 / W4A16): the GEMM predictors saw no such kernels, so the MLP is shown the
 // compute-dtype GEMM of the same shape and only the roof moves to the quantised weight bytes
 // (engine/core/tile_model.cpp). A bandwidth-bound decode GEMV then gets faster by its bytes — it was forecast only
