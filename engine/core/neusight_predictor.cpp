@@ -48,19 +48,18 @@ namespace {
 // (weights/MONOTONE_GPU_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
-// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md): a library can run a batched GEMM as its b single GEMMs
-// one after another, and a GEMM as two over halves of its output columns (k) or of its rows (m), so its best kernel
-// is no slower than those pieces back to back. A kernel of the tensor-core GEMM families is priced no slower than
-// count × any of its pieces (b', ⌈m / 2^j⌉, n, ⌈k / 2^i⌉), b' ∈ {b, 1}, i, j ≤ subadditive_halvings (each a halving
-// that changes the size), count (b / b') · 2^i · 2^j: the recursive halving in closed form (a split of a split is a
-// grid point; 2^i pieces of ⌈k / 2^i⌉ cover k). Pieces are real kernels: the tile rule's tile for their shape and the
-// kernel's own FLOPs and bytes times what scripts/neusight/kernels.lua gives the piece over the kernel's dims (one
-// source of the cost formula; an op's own conventions kept: ops/grouped_linear.lua's real rows, quantised weights),
-// both from the session (predictor::gemm_pieces_set). Why: with the one-wave view (partial_wave = 'sm_persist') the
-// H100's grouped expert BMM of W 6 waves was priced above its 8 single GEMMs (Mixtral-8x7B bf16 decode batch 8:
-// grouped 38.58 ms, the per-expert loop 37.37). A bound, not a fit: the set is not a knob. Cost: at most 31 more MLP
-// rows and tile selections per distinct GEMM of the two families.
-constexpr int subadditive_halvings = 3;
+// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md, candidate S1): a library can run a batched GEMM as its b
+// single GEMMs one after another, so its best kernel is no slower than those back to back. A BMM (b > 1) of the
+// tensor-core GEMM families is priced no slower than b × its piece (1, m, n, k) — the batch split only, a fixed
+// piece set, not a knob; no halving of the rows or output columns (S's pieces on M / N halvings took the least of up
+// to 31 noisy forecasts and priced small GEMMs low: the gemm_tc16 m ≤ 16 cell 12.29 → 13.72 %). The piece is a real
+// kernel: the tile rule's tile for its shape and the kernel's own FLOPs and bytes times what
+// scripts/neusight/kernels.lua gives the piece over the kernel's dims (one source of the cost formula; an op's own
+// conventions kept: ops/grouped_linear.lua's real rows, quantised weights), both from the session
+// (predictor::gemm_pieces_set). Why: with the one-wave view (partial_wave = 'sm_persist') the H100's grouped expert
+// BMM of W 6 waves was priced above its 8 single GEMMs (Mixtral-8x7B bf16 decode batch 8: grouped 38.58 ms, the
+// per-expert loop 37.37). A bound, not a fit. Cost: one more MLP row and tile selection per distinct BMM of the two
+// families.
 bool subadditive(family f) { return f == family::gemm_tc16 || f == family::gemm_fp8; }
 
 enum class size_axis { rows, q_len, kv_len, batch, m };
@@ -366,8 +365,8 @@ class neusight_predictor final : public predictor {
     std::vector<std::pair<size_t, size_t>> same;  // a kernel, the earlier one of its shape and costs
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
-      if (k.seconds || (k.kind != kernel_kind::gemm && k.kind != kernel_kind::bmm) || k.b < 1 || k.m < 1 || k.k < 1)
-        continue;
+      if (k.seconds || (k.kind != kernel_kind::gemm && k.kind != kernel_kind::bmm) || k.b < 2 || k.m < 1 || k.k < 1)
+        continue;  // a single GEMM (b 1) has no piece
       const auto fam = family_of(k);
       if (!fam || !subadditive(*fam)) continue;
       char costs[64];
@@ -377,20 +376,9 @@ class neusight_predictor final : public predictor {
         continue;
       }
       const size_t whole = shape(k);
-      const auto halved = [](int64_t v, int h) { return (v + (int64_t(1) << h) - 1) >> h; };
-      for (int64_t b : {k.b, int64_t(1)}) {
-        for (int hk = 0; hk <= subadditive_halvings; ++hk) {
-          if (hk > 0 && halved(k.k, hk) == halved(k.k, hk - 1)) break;
-          for (int hm = 0; hm <= subadditive_halvings; ++hm) {
-            if (hm > 0 && halved(k.m, hm) == halved(k.m, hm - 1)) break;
-            if (b == k.b && hk == 0 && hm == 0) continue;  // the kernel itself
-            kernel p = k;
-            p.b = b, p.m = halved(k.m, hm), p.k = halved(k.k, hk);
-            pend.push_back({i, whole, shape(p), double(k.b / b) * double(int64_t(1) << hk) * double(int64_t(1) << hm)});
-          }
-        }
-        if (k.b == 1) break;  // b' = 1 is b itself
-      }
+      kernel p = k;  // the batch split: b single GEMMs
+      p.b = 1;
+      pend.push_back({i, whole, shape(p), double(k.b)});
     }
     if (pend.empty()) return;
     std::vector<kernel*> ks;
