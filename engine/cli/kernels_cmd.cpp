@@ -150,7 +150,8 @@ int train_main(const train_flags& f) {
   std::vector<train_sample> samples;
   samples.reserve(d.rows.size());
   const train_convention& conv = s.training_convention();  // neusight.kernels: what forecasts show the MLP
-  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv), r.latency_ms / 1e3});
+  const wave_share share = wave_share_trained(*fam);  // how the new weights price a partial wave (tile_model.h)
+  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv, share), r.latency_ms / 1e3});
   if (f.dry_run) {
     // What weights_save would write for the keys the rows alone decide (the manifest's own formatting: toml++), so a
     // shipped model.toml's line can be checked against the data (weights/min_seconds.py).
@@ -192,6 +193,7 @@ int train_main(const train_flags& f) {
                  duration(p.seconds).c_str(), duration(per * (p.max_epochs - p.epoch)).c_str());
   });
   if (tty && !f.quiet) std::fprintf(stderr, "\n");
+  r.model.partial_wave = share;  // the features it was trained on: forecasts compute theirs the same way
 
   weights_provenance p;
   p.vendor = vendor;

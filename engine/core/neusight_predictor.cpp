@@ -48,6 +48,20 @@ namespace {
 // (weights/MONOTONE_GPU_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
+// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md, candidate S1): a library can run a batched GEMM as its b
+// single GEMMs one after another, so its best kernel is no slower than those back to back. A BMM (b > 1) of the
+// tensor-core GEMM families is priced no slower than b × its piece (1, m, n, k) — the batch split only, a fixed
+// piece set, not a knob; no halving of the rows or output columns (S's pieces on M / N halvings took the least of up
+// to 31 noisy forecasts and priced small GEMMs low: the gemm_tc16 m ≤ 16 cell 12.29 → 13.72 %). The piece is a real
+// kernel: the tile rule's tile for its shape and the kernel's own FLOPs and bytes times what
+// scripts/neusight/kernels.lua gives the piece over the kernel's dims (one source of the cost formula; an op's own
+// conventions kept: ops/grouped_linear.lua's real rows, quantised weights), both from the session
+// (predictor::gemm_pieces_set). Why: with the one-wave view (partial_wave = 'sm_persist') the H100's grouped expert
+// BMM of W 6 waves was priced above its 8 single GEMMs (Mixtral-8x7B bf16 decode batch 8: grouped 38.58 ms, the
+// per-expert loop 37.37). A bound, not a fit. Cost: one more MLP row and tile selection per distinct BMM of the two
+// families.
+bool subadditive(family f) { return f == family::gemm_tc16 || f == family::gemm_fp8; }
+
 enum class size_axis { rows, q_len, kv_len, batch, m };
 
 struct envelope_axes {
@@ -260,6 +274,9 @@ class neusight_predictor final : public predictor {
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
   void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override { floor_ = std::move(floor_s); }
+  void gemm_pieces_set(std::function<void(std::vector<kernel*>&, const gpu_spec&)> complete) override {
+    pieces_ = std::move(complete);
+  }
   void train_convention_set(const train_convention& conv) override {
     conv_ = conv;
     features_memo_.clear(), outputs_memo_.clear();  // features of another convention
@@ -297,11 +314,108 @@ class neusight_predictor final : public predictor {
     return out;
   }
 
+  // The kernels' forecasts, each no slower than its sub-additivity pieces (gemm_pieces) and, within the forecast, than
+  // the kernels of its class larger on every ordered axis (dominance_minimum), and never below its roofline floor.
   std::vector<double> predict_tiles(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const {
+    std::vector<kernel_instance> all;
+    std::vector<piece_use> uses;
+    if (pieces_) gemm_pieces(kernels, gpu, all, uses);
+    std::vector<std::pair<family, size_t>> slot;
+    std::vector<double> out = price(uses.empty() ? kernels : all, gpu, slot);
+    for (const piece_use& u : uses) out[u.kernel] = std::min(out[u.kernel], u.count * out[u.piece]);
+    out.resize(kernels.size()), slot.resize(kernels.size());
+    // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
+    // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
+    dominance_minimum(kernels, slot, out);
+    // and never below the kernel's own roofline floor, max(FLOPs / peak, bytes / bandwidth) (roofline.h
+    // roofline_floor_seconds, the floor figures.lua holds forecasts to). The tile model's base is min(peak, AI · bw)
+    // with AI in FLOPs per GiB against bw in GB/s (the NeuSight convention its weights were trained in), 7.4 % above
+    // the GPU's bandwidth, and the MLP's utilisation saturates near 1 on the largest streams; the envelope and the
+    // dominance minimum carry a larger kernel's time to a smaller one but not its floor. Llama-3-8B bf16 decode on an
+    // H100, batch 64 over 32768 cached tokens: each decode attention read its 8.59 GB at 3433 GB/s of the 3350.
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (slot[i].second != SIZE_MAX) out[i] = std::max(out[i], roofline_floor_seconds(kernels[i].k, gpu));
+    return out;
+  }
+
+  struct piece_use {
+    size_t kernel = 0, piece = 0;  // indices in the priced list (the kernels, then the pieces)
+    double count = 0;              // how many such pieces the kernel is
+  };
+
+  // `all`: `kernels`, then the pieces of those of a sub-additive family; `uses`: which kernel is how many of which.
+  void gemm_pieces(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu, std::vector<kernel_instance>& all,
+                   std::vector<piece_use>& uses) const {
+    const auto dims = [](const kernel& k) {
+      char wb[48];
+      std::snprintf(wb, sizeof wb, "|%a", k.weight_bytes);
+      return std::string(kernel_kind_name(k.kind)) + "|" + k.dtype + "|" + k.act_quant + "|" + std::to_string(k.b) +
+             "," + std::to_string(k.m) + "," + std::to_string(k.n) + "," + std::to_string(k.k) + wb;
+    };
+    const auto untiled = [](kernel k) {
+      k.tile_m = k.tile_k = k.tile_elems = 0, k.tile_split = 1, k.tile_kernel.clear();
+      return k;
+    };
+    // the kernels.lua costs of each distinct shape (a kernel's own and its pieces'), asked of the session once
+    std::map<std::string, size_t> costed_at;
+    std::vector<kernel> costed;
+    const auto shape = [&](const kernel& k) {
+      auto [it, fresh] = costed_at.try_emplace(dims(k), costed.size());
+      if (fresh) costed.push_back(untiled(k));
+      return it->second;
+    };
+    struct pending {
+      size_t kernel, whole, piece;
+      double count;
+    };
+    std::vector<pending> pend;
+    std::map<std::string, size_t> first;  // a kernel's shape and costs → the first such kernel (its pieces are its)
+    std::vector<std::pair<size_t, size_t>> same;  // a kernel, the earlier one of its shape and costs
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (k.seconds || (k.kind != kernel_kind::gemm && k.kind != kernel_kind::bmm) || k.b < 2 || k.m < 1 || k.k < 1)
+        continue;  // a single GEMM (b 1) has no piece
+      const auto fam = family_of(k);
+      if (!fam || !subadditive(*fam)) continue;
+      char costs[64];
+      std::snprintf(costs, sizeof costs, "|%a|%a", k.flops, k.bytes);
+      if (auto [it, fresh] = first.try_emplace(dims(k) + costs, i); !fresh) {
+        same.emplace_back(i, it->second);
+        continue;
+      }
+      const size_t whole = shape(k);
+      kernel p = k;  // the batch split: b single GEMMs
+      p.b = 1;
+      pend.push_back({i, whole, shape(p), double(k.b)});
+    }
+    if (pend.empty()) return;
+    std::vector<kernel*> ks;
+    for (kernel& c : costed) ks.push_back(&c);
+    pieces_(ks, gpu);
+    all = kernels;
+    std::map<size_t, std::vector<std::pair<size_t, double>>> of;  // a first kernel → its pieces in `all`, counts
+    for (const pending& q : pend) {
+      const kernel& k = kernels[q.kernel].k;
+      const kernel &w = costed[q.whole], &c = costed[q.piece];
+      kernel_instance p = kernels[q.kernel];
+      p.k = c;
+      p.k.flops = k.flops * (c.flops / w.flops), p.k.bytes = k.bytes * (c.bytes / w.bytes);
+      p.k.weight_bytes = k.weight_bytes, p.k.act_quant = k.act_quant;
+      of[q.kernel].emplace_back(all.size(), q.count);
+      uses.push_back({q.kernel, all.size(), q.count});
+      all.push_back(std::move(p));
+    }
+    for (const auto& [i, earlier] : same)
+      if (auto it = of.find(earlier); it != of.end())
+        for (const auto& [piece, count] : it->second) uses.push_back({i, piece, count});
+  }
+
+  std::vector<double> price(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+                            std::vector<std::pair<family, size_t>>& slot) const {
     std::vector<double> out(kernels.size(), 0.0);
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
-    std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
+    slot.assign(kernels.size(), {family::bmm, SIZE_MAX});
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
@@ -309,6 +423,12 @@ class neusight_predictor final : public predictor {
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
     std::map<family, std::string> batch_key;
+    const auto& models = models_for(gpu.vendor);
+    // the features as the family's weights were trained on them: how they price a partial wave (tile_model.h)
+    const auto share_of = [&](family f) {
+      const auto m = models.find(f);
+      return m == models.end() ? wave_share::fair_share : m->second.partial_wave;
+    };
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
       const auto fam = family_of(k);
@@ -329,11 +449,11 @@ class neusight_predictor final : public predictor {
         std::snprintf(flops, sizeof flops, "|%a", k.flops);  // the row's first kernel gives its features
         const std::string rkey = key + flops;
         auto f = features_memo_.find(gpu_key + rkey);
-        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu, conv_)).first;
+        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu, conv_, share_of(*fam))).first;
         batch[*fam].push_back(f->second);
         batch_key[*fam] += std::to_string(rkey.size()) + ":" + rkey;
       } else if (fresh) {
-        batch[*fam].push_back(tile_features_compute(k, gpu, conv_));
+        batch[*fam].push_back(tile_features_compute(k, gpu, conv_, share_of(*fam)));
       }
       if (const envelope_axes* ax = envelope_axes_of(*fam);
           fresh && ax && !ax->scaled.empty() && envelope_scalable(k, *ax)) {  // GEMMs, prefill: no copies
@@ -341,14 +461,13 @@ class neusight_predictor final : public predictor {
         for (size_axis a : ax->scaled)
           for (size_t d = 0; d < envelope_factors.size(); ++d) {
             rows.push_back(batch[*fam].size());
-            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_));
+            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_, share_of(*fam)));
             if (memo_)  // the batch's rows, in order (outputs_memo_)
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
           }
       }
       slot[i] = {*fam, it->second};
     }
-    const auto& models = models_for(gpu.vendor);
     std::map<family, Eigen::MatrixXf> outputs;
     std::optional<double> floor_s;  // the GPU's per-kernel floor, asked once a family falls back to the roofline
     warnings_.clear();
@@ -415,17 +534,6 @@ class neusight_predictor final : public predictor {
           }
         }
     }
-    // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
-    // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
-    dominance_minimum(kernels, slot, out);
-    // and never below the kernel's own roofline floor, max(FLOPs / peak, bytes / bandwidth) (roofline.h
-    // roofline_floor_seconds, the floor figures.lua holds forecasts to). The tile model's base is min(peak, AI · bw)
-    // with AI in FLOPs per GiB against bw in GB/s (the NeuSight convention its weights were trained in), 7.4 % above
-    // the GPU's bandwidth, and the MLP's utilisation saturates near 1 on the largest streams; the envelope and the
-    // dominance minimum carry a larger kernel's time to a smaller one but not its floor. Llama-3-8B bf16 decode on an
-    // H100, batch 64 over 32768 cached tokens: each decode attention read its 8.59 GB at 3433 GB/s of the 3350.
-    for (size_t i = 0; i < kernels.size(); ++i)
-      if (slot[i].second != SIZE_MAX) out[i] = std::max(out[i], roofline_floor_seconds(kernels[i].k, gpu));
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
@@ -480,6 +588,7 @@ class neusight_predictor final : public predictor {
   }
 
   std::filesystem::path root_;
+  std::function<void(std::vector<kernel*>&, const gpu_spec&)> pieces_;  // gemm_pieces_set
   bool memo_ = true;
   std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
   std::function<double(const gpu_spec&)> floor_;  // a roofline-priced kernel's least seconds (roofline_floor_set)

@@ -93,6 +93,11 @@ class predictor {
   // params(gpu).floor_s, set by the session): a roofline over an efficiency has no floor of its own, and a tiny decode
   // attention kernel came out far below any measured one. Unset: no floor.
   virtual void roofline_floor_set(std::function<double(const gpu_spec&)> /*floor_s*/) {}
+  // Costs (scripts/neusight/kernels.lua linear / bmm, from each kernel's kind, dims, dtype and weight bytes) and tiles
+  // (scripts/tiling/gemm.lua select) GEMM kernels on a GPU, set by the session: how the neusight predictor makes the
+  // pieces of its sub-additivity envelope (neusight_predictor.cpp, weights/SUBADDITIVE_RULE.md). Unset: no such
+  // envelope.
+  virtual void gemm_pieces_set(std::function<void(std::vector<kernel*>&, const gpu_spec&)> /*complete*/) {}
   // The convention its vector families' MLPs were trained in (scripts/neusight/kernels.lua train_convention, set by the
   // session): how the neusight predictor shows a vector kernel to them (tile_features_compute). Unset there: pricing a
   // vector kernel with a model is an error.

@@ -89,11 +89,43 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
-tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv) {
+std::string_view wave_share_name(wave_share s) {
+  return s == wave_share::sm_persist ? "sm_persist" : s == wave_share::sm_share ? "sm_share" : "fair_share";
+}
+
+std::optional<wave_share> wave_share_parse(std::string_view s) {
+  if (s == "fair_share") return wave_share::fair_share;
+  if (s == "sm_share") return wave_share::sm_share;
+  if (s == "sm_persist") return wave_share::sm_persist;
+  return std::nullopt;
+}
+
+wave_share wave_share_trained(family f) {
+  return f == family::gemm_tc16 ? wave_share::sm_persist : wave_share::fair_share;
+}
+
+double tile_shown_waves(double waves, double real_ridge_log2, wave_share share) {
+  return share == wave_share::sm_persist && real_ridge_log2 >= transfer_ridge_clamp ? 1 : waves;
+}
+
+double tile_base_seconds(double blocks, double sms, double tile_gflop, double peak_gflops, double ai_bw_gflops,
+                         wave_share share) {
+  const double waves = std::ceil(blocks / sms);
+  // (written as before the partial-wave form, so fair_share forecasts keep their digits)
+  if (share == wave_share::fair_share) return waves * tile_gflop * sms / std::min(peak_gflops, ai_bw_gflops);
+  const double full = tile_gflop * sms / std::min(peak_gflops, ai_bw_gflops);  // one wave of every SM's fair share
+  const double last = blocks - (waves - 1) * sms;  // the last wave's blocks, in (0, SMs]
+  const double draw = std::max(last, sms / tile_sm_bandwidth_share);  // the bandwidth's divisor per block
+  return (waves - 1) * full + tile_gflop * std::max(sms / peak_gflops, draw / ai_bw_gflops);
+}
+
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv,
+                                    wave_share share) {
   const double sms = double(gpu.num_sm);
   const double peak = roofline_peak_flops(gpu, k) / 1e9;  // GFLOP/s
   const double bw = gpu.mem_bw_gbps;
   double blocks = 0, tile_gflop = 0, tile_mb = 0, ai = 0;
+  double ai_real = -1;  // a GEMM's FLOPs without the tile's padded rows over its bytes (sm_persist's test); -1: = ai
   double base_scale = 1;  // weight-only quantisation: the quantised kernel's roofline over the unquantised one's
   if (k.kind == kernel_kind::attention) {
     // The tile is given by its work (scripts/tiling/attention.lua): blocks, FLOPs and bytes per block.
@@ -113,6 +145,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const 
     tile_gflop = 2 * tm * Ns * tk / 1e9;
     tile_mb = (e * tm * Ns + e * Ns * tk + e * tm * tk) / mib;
     ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / ((e * (M * N + M * K + N * K)) / gib);
+    ai_real = (2 * M * N * K / 1e9) / ((e * (M * N + M * K + N * K)) / gib);
     // Weight-only quantisation (W8A16 / W4A16: the N × K operand at weight_bytes < e). No predictor saw such kernels:
     // the MLP is shown the compute-dtype GEMM of the same shape (the features above), and its base moves by the
     // kernel-level rooflines' ratio, so the kernel reaches the fraction of its roofline the unquantised one reaches
@@ -155,7 +188,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const 
   f.blocks = blocks;
   f.waves = std::ceil(blocks / sms);
   f.roof_gflops = std::min(peak, ai * bw);
-  f.base_seconds = f.waves * tile_gflop * sms / f.roof_gflops * base_scale;
+  f.base_seconds = tile_base_seconds(blocks, sms, tile_gflop, peak, ai * bw, share) * base_scale;
   f.compute_seconds = tile_compute_seconds(k, gpu);
   f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
@@ -177,8 +210,11 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const 
     f.quant_in = K, f.quant_out = double(k.k);
   }
   if (fam && family_transfer_features(*fam)) {
-    f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
-           float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
+    // sm_persist (tile_model.h): a streaming kernel shown as one wave of tiles W times as long (fill unchanged: the
+    // fill of its blocks over whole waves); any other kernel shown = W, the features as before
+    const double shown = tile_shown_waves(f.waves, std::log2(peak / ((ai_real < 0 ? ai : ai_real) * bw)), share);
+    f.x = {float(std::log2(f.waves / shown * tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
+           float(std::log2(shown)), float(blocks / (f.waves * sms)),
            float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp))};
   } else {
     // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak

@@ -93,6 +93,45 @@ struct train_convention {
 bool flops_at_roofline(std::string_view vendor, family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
+// How a partial wave — the last (or only) wave, of b < SMs blocks — shares the memory system in `base` (the
+// weights' `partial_wave` in model.toml, tile_model::partial_wave; weights/PARTIAL_WAVE_RULE.md):
+// - fair_share (absent from the manifest; weights trained before the key, gemm_fp8, the fp32 / attention families):
+//   every wave is priced as all SMs each running one tile at its 1/SMs share of the roofline, full or not;
+// - sm_share (written by `neusight train` for gemm_tc16 only, adopted with the 16-bit split of scripts/tiling/gemm.lua
+//   as variant D3 of weights/PARTIAL_WAVE_RULE.md; gemm_fp8 keeps fair_share): in a partial wave compute stays per SM (a tile
+//   at peak / SMs) while the b blocks share the bandwidth, each drawing bw / max(b, SMs / c) — no SM more than c times
+//   its fair share bw / SMs (one SM cannot saturate DRAM alone), c = tile_sm_bandwidth_share. Full waves are priced
+//   as under fair_share (the same expression at b = SMs).
+// - sm_persist (written by `neusight train` for gemm_tc16: candidate F of weights/WEIGHT_STREAM_RULE.md's second rule):
+//   sm_share's base, and a GEMM / BMM whose real arithmetic intensity (2·M·N·K FLOPs over its bytes, without the
+//   tile's padded rows) puts it at least transfer_ridge_clamp on the bandwidth side of the ridge is shown to the
+//   network as one wave of tiles W times as long (first feature log2(W × tile time), log2(W) feature 0, fill
+//   blocks / (W·SMs) as before: the fill of its blocks over whole waves); its latency form keeps W. Such a kernel streams
+//   its bytes across waves (a CTA of the next wave starts when one ends); the data's large streaming rows reach W 3 at
+//   most while their single-wave rows cover the long tile times (weights/WEIGHT_STREAM_RULE.md). The padded AI would
+//   leave a 1-row GEMM on 128-row tiles 0.93 from the RTX PRO 6000's ridge: not streaming by that measure.
+enum class wave_share { fair_share, sm_share, sm_persist };
+std::string_view wave_share_name(wave_share s);
+std::optional<wave_share> wave_share_parse(std::string_view s);
+// What `neusight train` gives a family's new weights: sm_persist for gemm_tc16, fair_share otherwise (gemm_fp8 included).
+wave_share wave_share_trained(family f);
+// The waves the network sees (its log2(W) feature, and W / shown × the tile time in its first): 1 under sm_persist for
+// a kernel with log2(peak / (AI_real·bw)) = real_ridge_log2 ≥ transfer_ridge_clamp, else `waves`. The one source of the rule.
+double tile_shown_waves(double waves, double real_ridge_log2, wave_share share);
+// c: how many times its fair share of the bandwidth (bw / SMs) one SM's blocks draw at most. Not fitted: Little's law
+// (a tensor-core mainloop CTA keeps ≈ 48–96 KB in flight; at ≈ 0.6–0.8 µs DRAM latency 60–160 GB/s, 2.4–6.3× the H100
+// SXM's 25 GB/s per SM) and the training rows' K slopes at a few CTAs (L40S ≈ 5.4×, B200 1.7–3.4× their fair
+// shares); a per-SM rate from clocks fits those rows worse (weights/PARTIAL_WAVE_RULE.md).
+constexpr double tile_sm_bandwidth_share = 4;
+// The latency at utilisation 1 of `blocks` tiles of tile_gflop GFLOP each on `sms` SMs, at a GPU peak of
+// peak_gflops GFLOP/s and a kernel bandwidth roof of ai_bw_gflops (arithmetic intensity × bandwidth, GFLOP/s):
+//   fair_share: W · tile_gflop · SMs / min(peak, AI·bw), W = ⌈blocks / SMs⌉;
+//   sm_share:   (W − 1) · tile_gflop · SMs / min(peak, AI·bw) + tile_gflop · max(SMs / peak, max(b, SMs / c) / (AI·bw)),
+//               b = blocks − (W − 1) · SMs, the last wave's blocks.
+// The one source of the formula (tile_features_compute's base_seconds, before weight-only quantisation's scale).
+double tile_base_seconds(double blocks, double sms, double tile_gflop, double peak_gflops, double ai_bw_gflops,
+                         wave_share share);
+
 struct tile_features {
   std::array<float, tile_feature_count> x{};
   std::array<double, 4> ref{};  // the reference's four inputs, for inspection and the worked-example test
@@ -125,7 +164,9 @@ struct tile_features {
 // nothing changes: base_seconds ≥ FLOPs / peak already (tiles cover the kernel and roof ≤ peak, util < 1), so
 // the bound never binds — the same holds for every GEMM/BMM, whose FLOPs are taken as they are.
 // `conv`: the training convention (session::training_convention()), read for vector kernels only.
-tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv);
+// `share`: how the weights that will price the features share a partial wave's bandwidth (tile_model::partial_wave).
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv,
+                                    wave_share share);
 // The kernel's compute bound: its FLOPs / roofline_peak_flops (fp32 for vector kernels, the dtype's for GEMMs).
 double tile_compute_seconds(const kernel& k, const gpu_spec& gpu);
 
@@ -186,6 +227,9 @@ struct tile_model {
   // The MLP's learnt launch term holds on the training manifold only: off it (a 1×1×1 bf16 GEMM, a decode attention
   // over a handful of keys) it answered 0.04–0.9 µs where no kernel the data measured took under 1.5 µs.
   double min_seconds = 0;
+  // How the features it is given price a partial wave (the manifest's optional partial_wave; absent = fair_share, the
+  // formula of weights trained before the key). Forecasts compute the features with it (tile_features_compute).
+  wave_share partial_wave = wave_share::fair_share;
 
   // The MLP's raw outputs (tile_outputs × rows) for each feature row (one Eigen evaluation for all of them).
   Eigen::MatrixXf outputs(const std::vector<tile_features>& rows) const;

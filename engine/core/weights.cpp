@@ -104,6 +104,7 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   t.insert("features", to_array(feats));
   if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
   if (m.min_seconds > 0) t.insert("min_seconds", m.min_seconds);
+  if (m.partial_wave != wave_share::fair_share) t.insert("partial_wave", std::string(wave_share_name(m.partial_wave)));
   if (m.fam == family::gemm_fp8) {  // required for gemm_fp8, even when 0
     t.insert("quant_row_cycles", m.quant.row_cycles);
     t.insert("quant_bytes_per_element", m.quant.bytes_per_element);
@@ -190,7 +191,7 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   const manifest_reader r{t, mpath};
   static const std::set<std::string_view> known = {
       "format_version", "family",     "vendor",           "layers",          "activation",
-      "latency",        "features",   "util_floor",       "quant_row_cycles", "quant_bytes_per_element", "min_seconds",
+      "latency",        "features",   "util_floor",       "quant_row_cycles", "quant_bytes_per_element", "min_seconds", "partial_wave",
       "weights_file",   "weights_layout", "weights_bytes", "weights_fnv1a64", "training"};
   for (const auto& [key, node] : t)
     if (!known.count(key.str()))
@@ -233,6 +234,17 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
       throw error(r.at(*ms) + ": 'min_seconds' must be a number of seconds in (0, 1) (the least a kernel of the "
                   "family takes)");
     m.min_seconds = *v;
+  }
+  // How the features price a partial wave (tile_model.h wave_share): optional, absent = fair_share (weights from
+  // before the key keep their forecasts); a value this engine does not know is refused, never read as the default.
+  if (const auto* pw = t.get("partial_wave")) {
+    const auto v = pw->value<std::string>();
+    const auto share = v ? wave_share_parse(*v) : std::nullopt;
+    if (!share)
+      throw error(r.at(*pw) + ": 'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_persist\" (how a partial wave shares the "
+                  "bandwidth, engine/core/tile_model.h)" +
+                  (v ? text_did_you_mean(*v, std::vector<std::string>{"fair_share", "sm_share", "sm_persist"}) : std::string()));
+    m.partial_wave = *share;
   }
   // The activation quantisation stage (tile_model.h quant_stage): required for gemm_fp8 (weights from before it
   // would load with a changed meaning), refused for the other families.

@@ -275,6 +275,10 @@ std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, 
     pred->train_convention_set(*convention);
     pred->roofline_efficiency_set(*efficiency);
     pred->roofline_floor_set([this](const gpu_spec& gpu) { return launch_floor_read(*this, gpu); });
+    pred->gemm_pieces_set([this](std::vector<kernel*>& ks, const gpu_spec& gpu) {
+      owner->kernel_costs(ks);
+      owner->tiles_select(ks, gpu);
+    });
   }
   return pred;
 }
@@ -368,6 +372,9 @@ class weights_noted_predictor final : public predictor {
     inner_->roofline_floor_set(std::move(floor_s));
   }
   void train_convention_set(const train_convention& conv) override { inner_->train_convention_set(conv); }
+  void gemm_pieces_set(std::function<void(std::vector<kernel*>&, const gpu_spec&)> complete) override {
+    inner_->gemm_pieces_set(std::move(complete));
+  }
 
  private:
   const session& s_;

@@ -371,14 +371,40 @@ local TC_REUSE_FULL = 256 * 128 / (256 + 128) -- operand reuse at which a tile r
 
 -- Split-K: when the output tiles cannot fill the SMs, the libraries cut the reduction into slices computed by
 -- separate thread blocks (cuBLAS split-K, CUTLASS/cuBLAS stream-K on sm90+) and reduce the partial tiles.
--- We split as far as the SMs are filled, keeping at least TC_MIN_SLICE reduction elements per slice. The data split
--- later (no split up to K 1536-2048, fp8 never), but that rule with retrained weights was worse by leave-one-GPU-out
--- (weights/TC_SPLITK_RULE.md: this split also stands in for the tile model's full-wave fair share of bandwidth).
+-- We split as far as the SMs are filled, keeping at least TC_MIN_SLICE reduction elements per slice: fp8's tensor-core
+-- rule and the FP32 rules' below. The 16-bit tensor-core rule splits as its data do (tc_split_k).
 local TC_MIN_SLICE = 256
 M.tc_min_slice = TC_MIN_SLICE
 local function tc_split(tiles, s)
   if tiles >= s.sm then return 1 end
   return math.max(1, math.min(s.sm // tiles, s.n // TC_MIN_SLICE))
+end
+
+-- The tensor-core rule's split-K (tc_select), from the AIConfigurator data (weights/TC_SPLITK_RULE.md): a library
+-- splits the reduction K only where it is long. Measured time grows linearly with K, with no step, up to K = 2048 on
+-- the datacenter Blackwells (B200 / B300 / GB200 / GB300, bf16, m 32 and 128, out-features 1024 and 4096: B200 m 32 ×
+-- 1024 2.84 / 3.56 / 4.30 / 4.92 µs at K 512 / 1024 / 1536 / 2048, then 4.96 at 2560 and a lower slope) and up to
+-- K = 1536 on the L40S and RTX PRO 6000 (mma.sync kernels: L40S m 32 × 1024 3.89 / 5.80 / 7.82 µs at 512 / 1024 /
+-- 1536, 5.83 at 2048; RTX PRO 6000 7.91 -> 5.00). So per tile set the longest unsplit reduction TC_UNSPLIT_K: a GEMM
+-- whose output tiles leave SMs idle splits only if K is longer, and then into slices no longer than it, as far as
+-- the SMs allow. Splitting every small output down to 256-element slices (the rule before) gave Qwen3-30B-A3B's
+-- expert gate (K 2048, split 8) and down projection (K 768, split 3) the same 96 CTAs and features, and forecasts
+-- that fell between neighbouring m where the data never does. wgmma (Hopper) has no data (held out): it follows the
+-- datacenter Blackwells by lineage, an assumption. This split alone, with retrained weights, was worse by
+-- leave-one-GPU-out (the tile model priced a few CTAs at their fair share of the bandwidth; the old split also stood
+-- in for that); with the tile model's partial-wave base (gemm_tc16's `partial_wave = 'sm_share'`,
+-- engine/core/tile_model.h) it is adopted for the 16-bit dtypes (variant D3, weights/PARTIAL_WAVE_RULE.md: selected
+-- after the information runs, gemm_tc16 LOGO 15.06 -> 13.33, every fold better). fp8 keeps the fill-the-SMs split
+-- (tc_split): the data suggest vLLM's CutlassFP8ScaledMMLinearKernel does not split, but never splitting (run D) cost
+-- the RTX PRO 6000 fold 11.7 points, so gemm_fp8 keeps its rule and its fair-share base.
+local TC_UNSPLIT_K = { mma_sync = 1536, umma = 2048, wgmma = 2048 }
+M.tc_unsplit_k = TC_UNSPLIT_K
+M.tc_fill_split = { fp8 = true } -- tensor-core dtypes that keep the fill-the-SMs split (tc_split)
+local function tc_split_k(tiles, s, set, dtype)
+  if M.tc_fill_split[dtype] then return tc_split(tiles, s) end
+  local longest = TC_UNSPLIT_K[set]
+  if tiles >= s.sm or s.n <= longest then return 1 end
+  return math.max(1, math.min(s.sm // tiles, cdiv(s.n, longest)))
 end
 
 -- Architectures without tensor cores: their 16-bit GEMMs are SIMT kernels (Pascal's half2 hgemm), which neither these
@@ -426,7 +452,7 @@ local function tc_select(s, gpu, dtype)
   for _, t in ipairs(TC_TILES[fam.set]) do
     local tm, tn = t[1], t[2]
     local tiles = s.b * cdiv(s.m, tm) * cdiv(s.k, tn)
-    local split = tc_split(tiles, s)
+    local split = tc_split_k(tiles, s, fam.set, dtype)
     local waves = cdiv(tiles * split, s.sm)
     local eff = math.min(1, tm * tn / (tm + tn) / TC_REUSE_FULL)
     local cost = waves * tm * tn * cdiv(s.n, split) / eff

@@ -38,8 +38,14 @@ TEST_CASE("experts grouped: MoE decode is far faster than HF's loop and bounded 
     const char* model;
     double L, h, I, E, k;
     double speedup;  // at least this much faster at batch 8 (CUDA graphs)
-  } cases[] = {{"deepseek_v2_lite", 26, 2048, 1408, 64, 6, 2.0}, {"qwen3_30b_a3b", 48, 2048, 768, 128, 8, 2.0},
-               {"mixtral_8x7b", 32, 4096, 14336, 8, 2, 1.1}};
+  } cases[] = {// tiny experts: the loop's many small GEMMs each fall far short of the bandwidth one grouped kernel reaches
+               {"deepseek_v2_lite", 26, 2048, 1408, 64, 6, 2.0}, {"qwen3_30b_a3b", 48, 2048, 768, 128, 8, 2.0},
+               // Mixtral-8x7B: 1.0, the physical requirement only, grouped < loop (sub-additivity). Its former 1.1
+               // (9e4b750a) was picked from the forecasts of the day, not from physics: at batch 8 7 of its 8 experts
+               // are active and each per-expert GEMM streams 117 MB (4096 x 14336 bf16), long enough to reach the
+               // same bandwidth as one grouped kernel, and with --launch graph only GPU time counts, so the loop need
+               // not be slower by any margin.
+               {"mixtral_8x7b", 32, 4096, 14336, 8, 2, 1.0}};
   for (const auto& c : cases) {
     for (const int batch : {1, 8}) {
       INFO(c.model << " batch " << batch);

@@ -196,3 +196,19 @@ TEST_CASE("router skew: model FLOPs count the mean expert-parallel rank and late
       CHECK(skewed["memory_gb"].get<double>() > balanced["memory_gb"].get<double>());
     }
 }
+
+// Issue 10 (weights/PARTIAL_WAVE_RULE.md, variant D3): with the tile rule splitting every small output to fill the SMs
+// the expert gate (K 2048) and down projection (K 768) at 64 rows were the same 96 CTAs, and the H100 prefill came out
+// faster at seq 2048 than at 1024 (582.4 vs 561.9 ms). gemm_tc16's partial-wave base with the data's 16-bit split
+// orders them.
+TEST_CASE("Qwen3-30B-A3B bf16 prefill on the H100 grows strictly with the sequence length", "[cli][moe][tc_split]") {
+  double before = 0;
+  for (const int seq : {512, 1024, 2048, 4096}) {
+    const json j = run_json("predict --model qwen3_30b_a3b --gpu h100 --mode prefill --dtype bf16 --batch 1 --seq " +
+                            std::to_string(seq));
+    const double ms = j["latency_ms"].get<double>();
+    INFO("seq " << seq << ": " << ms << " ms, the shorter " << before << " ms");
+    CHECK(ms > before);
+    before = ms;
+  }
+}

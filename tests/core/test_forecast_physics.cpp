@@ -430,7 +430,7 @@ double quant_seconds(const kernel& k, const gpu_spec& gpu) {
   static const quant_stage q = weights_load(ns_test::source_dir / "weights/nvidia/gemm_fp8").quant;
   kernel t = k;
   t.tile_m = t.tile_k = 128;  // the stage's features do not depend on the tile
-  return tile_fixed_seconds(tile_features_compute(t, gpu, train_convention{}), q);  // a GEMM: no convention read
+  return tile_fixed_seconds(tile_features_compute(t, gpu, train_convention{}, wave_share::fair_share), q);  // a GEMM: no convention read
 }
 
 bool compute_bound(const kernel& k, const gpu_spec& gpu) {
@@ -573,6 +573,104 @@ TEST_CASE("within a forecast a GEMM with fewer rows is never priced above one wi
     }
   }
   CHECK(sweeps == 6 * 3 * 5 - 4 - 2 * 5);  // GPUs x dtypes x shapes, less fp8 BMMs (4 GPUs) and fp8 on the two A100s
+}
+
+// The sub-additivity envelope (weights/SUBADDITIVE_RULE.md): a library can run a batched GEMM as its b single GEMMs
+// one after another, so it is never forecast slower than b times one of them. The predictor is the session's (it
+// costs and tiles the pieces: predictor::gemm_pieces_set); each kernel is its own forecast, so the order along M
+// within a forecast plays no part. Exact here: the BMM's one piece is the single BMM (1, m, n, k), b times, and a
+// single GEMM has no piece (candidate S1: the batch split only). Without the envelope the H100's Mixtral-8x7B expert
+// BMM (8 x 2 x 4096 x 28672, one-wave view of six waves) was priced above its 8 GEMMs.
+TEST_CASE("a tensor-core BMM is never forecast slower than its b single GEMMs back to back",
+          "[neusight][physics][envelope]") {
+  session s(ns_test::session_opts(ns_test::source_dir));
+  const std::unique_ptr<predictor> pred = s.predictor_make("neusight", ns_test::source_dir / "weights");
+  const auto one = [&](kernel k, const gpu_spec& gpu) {  // costed by neusight.kernels, tiled by tiling.gemm
+    std::vector<kernel*> ks{&k};
+    s.kernel_costs(ks);
+    std::vector<kernel_instance> kis{{0, phase::forward, k}};
+    s.tiles_select(kis, gpu);
+    return pred->predict(kis, gpu).at(0);
+  };
+  const auto gemm = [](kernel_kind kind, int64_t b, int64_t m, int64_t n, int64_t k) {
+    kernel g;
+    g.kind = kind, g.name = kind == kernel_kind::bmm ? "BMM" : "Linear", g.dtype = "bf16";
+    g.b = b, g.m = m, g.n = n, g.k = k;
+    return g;
+  };
+  struct shape {
+    int64_t b, m, n, k;  // n: the reduction
+  };
+  // Mixtral-8x7B's decode expert GEMMs (gate-up, down), Qwen3-30B-A3B's and DeepSeek-V2-Lite's, a prefill-sized one
+  const std::vector<shape> shapes = {{8, 2, 4096, 28672}, {8, 2, 14336, 4096}, {8, 16, 4096, 14336},
+                                     {64, 1, 2048, 1536}, {128, 4, 768, 2048},  {4, 512, 4096, 4096}};
+  size_t checks = 0;
+  for (const std::string gpu_name : {"h100", "h200", "b200", "l4", "A100-SXM4-80GB"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const shape& sh : shapes) {
+      const double batched = one(gemm(kernel_kind::bmm, sh.b, sh.m, sh.n, sh.k), gpu);
+      const double single = one(gemm(kernel_kind::gemm, 1, sh.m, sh.n, sh.k), gpu);
+      const double bmm1 = one(gemm(kernel_kind::bmm, 1, sh.m, sh.n, sh.k), gpu);
+      INFO(gpu.name << " b " << sh.b << " m " << sh.m << " n " << sh.n << " k " << sh.k << ": BMM " << batched * 1e6
+                    << " us, one GEMM " << single * 1e6 << " us, one BMM " << bmm1 * 1e6 << " us");
+      CHECK(batched <= double(sh.b) * bmm1 * (1 + 1e-12));
+      CHECK(batched <= double(sh.b) * single * (1 + 1e-12));
+      ++checks;
+    }
+  }
+  CHECK(checks == 5 * 6);
+}
+
+// The sub-additivity envelope is the batch split only (weights/SUBADDITIVE_RULE.md candidate S1): a single GEMM is
+// never priced by a half of its rows or of its output columns. Candidate S also took such halves (up to three
+// halvings each way) and the least of up to 31 noisy forecasts priced small GEMMs low (gemm_tc16's m <= 16 cell
+// 12.29 -> 13.72 %). Here a b = 1 GEMM's forecast by the session's predictor (which has the pieces callback) equals
+// that of a predictor built directly (no pieces), on GPUs and small-m shapes where the MLP is not sub-additive along M
+// or N — at least one GEMM is forecast slower than twice its half, so a half-piece would have bound it (that guard
+// keeps the equality from being empty).
+TEST_CASE("a tensor-core GEMM is not bounded by a half of its rows or output columns (the batch split only)",
+          "[neusight][physics][envelope]") {
+  session s(ns_test::session_opts(ns_test::source_dir));
+  const std::unique_ptr<predictor> with_pieces = s.predictor_make("neusight", ns_test::source_dir / "weights");
+  const std::unique_ptr<predictor> direct = predictor_make("neusight", ns_test::source_dir / "weights");
+  direct->train_convention_set(s.training_convention());
+  const auto tiled = [&](int64_t m, int64_t n, int64_t k, const std::string& dtype, const gpu_spec& gpu) {
+    kernel g;  // costed by neusight.kernels, tiled by tiling.gemm
+    g.kind = kernel_kind::gemm, g.name = "Linear", g.dtype = dtype, g.b = 1, g.m = m, g.n = n, g.k = k;
+    std::vector<kernel*> ks{&g};
+    s.kernel_costs(ks);
+    std::vector<kernel_instance> kis{{0, phase::forward, g}};
+    s.tiles_select(kis, gpu);
+    return kis;
+  };
+  struct shape {
+    int64_t n, k;  // n: the reduction, k: the output columns
+  };
+  const std::vector<shape> shapes = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {2048, 1536}, {5120, 27648}};
+  size_t checks = 0, half_would_bind = 0;
+  for (const std::string gpu_name : {"l40s", "rtx_pro_6000_server", "h100", "b200"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const std::string dtype : {"bf16", "fp8"}) {
+      for (const shape& sh : shapes) {
+        for (const int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
+          const auto kis = tiled(m, sh.n, sh.k, dtype, gpu);
+          const double t = with_pieces->predict(kis, gpu).at(0);
+          const double half_rows = m > 1 ? with_pieces->predict(tiled((m + 1) / 2, sh.n, sh.k, dtype, gpu), gpu).at(0)
+                                         : t;
+          const double half_cols = with_pieces->predict(tiled(m, sh.n, (sh.k + 1) / 2, dtype, gpu), gpu).at(0);
+          INFO(gpu.name << " " << dtype << " M " << m << " N " << sh.n << " K " << sh.k << ": " << t * 1e6
+                        << " us, half the rows " << half_rows * 1e6 << " us, half the columns " << half_cols * 1e6
+                        << " us");
+          const double alone = direct->predict(kis, gpu).at(0);
+          CHECK(std::abs(t - alone) <= 1e-9 * alone);  // the same MLP row, evaluated in another batch
+          if (t > 2 * std::min(half_rows, half_cols)) ++half_would_bind;
+          ++checks;
+        }
+      }
+    }
+  }
+  CHECK(checks == 4 * 2 * 5 * 7);
+  CHECK(half_would_bind > 0);
 }
 
 // Weight-only quantisation (W8A16 / W4A16): the GEMM predictors saw no such kernels, so the MLP is shown the

@@ -72,7 +72,7 @@ TEST_CASE("features reproduce the spec's worked example (GPT-3 2.7B on H100)", "
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    const tile_features f = tile_features_compute(c.k, h100, bundled_convention());
+    const tile_features f = tile_features_compute(c.k, h100, bundled_convention(), wave_share::fair_share);
     CHECK(f.blocks == c.blocks);
     CHECK(f.waves == c.waves);
     CHECK(f.roof_gflops == Approx(c.roof).margin(0.06));
@@ -95,10 +95,10 @@ TEST_CASE("vector kernels are seen with their family's training FLOPs — the re
            {kernel_kind::elementwise, 1}, {kernel_kind::softmax, 5}, {kernel_kind::layernorm, 6}}) {
     const kernel conv = vec(kind, 4096, 1024, per, 8, 1024);
     CHECK(bundled_convention().of(*family_of(conv)).flops == per);
-    const tile_features f = tile_features_compute(conv, h100, bundled_convention());
+    const tile_features f = tile_features_compute(conv, h100, bundled_convention(), wave_share::fair_share);
     for (const double ops : {0.5, 3.0, 8.0, 4096.0}) {
       INFO(family_name(*family_of(conv)) << " " << ops << " FLOPs/element");
-      const tile_features g = tile_features_compute(vec(kind, 4096, 1024, ops, 8, 1024), h100, bundled_convention());
+      const tile_features g = tile_features_compute(vec(kind, 4096, 1024, ops, 8, 1024), h100, bundled_convention(), wave_share::fair_share);
       CHECK(g.x == f.x);
       CHECK(g.base_seconds == f.base_seconds);
       CHECK(g.compute_seconds == Approx(ops * 4096 * 1024 / (h100.peak_fp32_tflops * 1e12)));
@@ -141,15 +141,15 @@ TEST_CASE("the tile model sees the training convention of neusight.kernels (a Lu
   CHECK(seconds(user) != seconds(base));
   // the features themselves: the same kernel (same FLOPs and bytes) seen through each convention
   kernel ln = vec(kernel_kind::layernorm, 4096, 1024, 6, 8, 1024);
-  const tile_features fu = tile_features_compute(ln, h100, user.training_convention());
-  const tile_features fb = tile_features_compute(ln, h100, base.training_convention());
+  const tile_features fu = tile_features_compute(ln, h100, user.training_convention(), wave_share::fair_share);
+  const tile_features fb = tile_features_compute(ln, h100, base.training_convention(), wave_share::fair_share);
   CHECK(fu.x[0] == Approx(fb.x[0] + 1));  // log2 of twice the tile FLOPs
   // an element-wise kernel of 16 B per element: beyond the bundled range (8–12 B, shown as the 12 B kernel of as many
   // bytes), inside the changed one (8–20 B)
   kernel add = vec(kernel_kind::elementwise, 4096, 1024, 1, 16, 1024);
-  CHECK(tile_features_compute(add, h100, user.training_convention()).x != tile_features_compute(add, h100, base.training_convention()).x);
+  CHECK(tile_features_compute(add, h100, user.training_convention(), wave_share::fair_share).x != tile_features_compute(add, h100, base.training_convention(), wave_share::fair_share).x);
   // a predictor no session handed the convention refuses vector kernels instead of guessing one
-  CHECK_THROWS_WITH(tile_features_compute(ln, h100, train_convention{}),
+  CHECK_THROWS_WITH(tile_features_compute(ln, h100, train_convention{}, wave_share::fair_share),
                     "no training convention for the layernorm family (scripts/neusight/kernels.lua train_convention, "
                     "which the session hands to the predictor)");
 }
@@ -225,7 +225,7 @@ std::vector<train_sample> fixture_samples() {
   for (const auto& r : d.rows) {
     kernel k = r.k;
     k.tile_elems = k.hidden;  // one row per block
-    out.push_back({tile_features_compute(k, *r.gpu, s.training_convention()), r.latency_ms / 1e3});
+    out.push_back({tile_features_compute(k, *r.gpu, s.training_convention(), wave_share::fair_share), r.latency_ms / 1e3});
   }
   return out;
 }
@@ -311,7 +311,7 @@ TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, 
   for (int copy = 0; copy < 5; ++copy)
     for (size_t i = 0; i < d.rows.size(); ++i) {
       const double seconds = d.rows[i].latency_ms / 1e3 * (1 + 0.25 * copy);
-      samples.push_back({tile_features_compute(kis[i].k, *d.rows[i].gpu, s.training_convention()), seconds});
+      samples.push_back({tile_features_compute(kis[i].k, *d.rows[i].gpu, s.training_convention(), wave_share::fair_share), seconds});
       least = std::min(least, seconds);
     }
   CHECK(tile_min_seconds(family::gemm_tc16, samples) == least);
@@ -346,4 +346,154 @@ TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, 
                       Catch::StartsWith((t.path / "tc/model.toml").generic_string() + ":") &&
                           Catch::Contains(": 'min_seconds' must be a number of seconds in (0, 1)"));
   }
+}
+
+// Partial waves (weights/PARTIAL_WAVE_RULE.md): under sm_share the b < SMs blocks of the last (or only) wave share the
+// bandwidth among themselves, each at most tile_sm_bandwidth_share × its fair share, and compute stays per SM. Full
+// waves are priced as under fair_share, today's formula, which weights without the manifest key keep.
+TEST_CASE("partial-wave base: sm_share shares the bandwidth among the wave's blocks and keeps compute per SM", "[neusight]") {
+  const double sms = 132, g = 0.5, c = tile_sm_bandwidth_share;
+  const auto base = [&](double blocks, double peak, double ai_bw, wave_share s) {
+    return tile_base_seconds(blocks, sms, g, peak, ai_bw, s);
+  };
+  const double peak = 1e6, bw = 1000;  // bandwidth-bound: AI·bw far below the peak
+  // fair_share: W · tile · SMs / roof, whatever the last wave's fill
+  CHECK(base(12, peak, bw, wave_share::fair_share) == g * sms / bw);
+  CHECK(base(276, peak, bw, wave_share::fair_share) == 3 * g * sms / bw);
+  // sm_share: full waves the same; 12 blocks draw bw / max(12, SMs / c) each
+  CHECK(base(264, peak, bw, wave_share::sm_share) == Approx(base(264, peak, bw, wave_share::fair_share)));
+  CHECK(base(132, peak, bw, wave_share::sm_share) == Approx(g * sms / bw));
+  CHECK(base(12, peak, bw, wave_share::sm_share) == Approx(g * (sms / c) / bw));
+  CHECK(base(100, peak, bw, wave_share::sm_share) == Approx(g * 100 / bw));
+  CHECK(base(276, peak, bw, wave_share::sm_share) == Approx(2 * g * sms / bw + g * (sms / c) / bw));
+  // compute-bound: a tile takes its time at the per-SM peak however few blocks run
+  CHECK(base(12, 100, 1e5, wave_share::sm_share) == Approx(g * sms / 100));
+  CHECK(base(12, 100, 1e5, wave_share::sm_share) == Approx(base(12, 100, 1e5, wave_share::fair_share)));
+  // never above fair_share, never below the kernel's bytes over the whole bandwidth, monotone in the blocks
+  double before = 0;
+  for (double b = 1; b <= 700; ++b) {
+    const double s = base(b, peak, bw, wave_share::sm_share);
+    CHECK(s <= base(b, peak, bw, wave_share::fair_share) * (1 + 1e-12));
+    CHECK(s >= b * g / bw * (1 - 1e-12));
+    CHECK(s >= before);
+    before = s;
+  }
+  CHECK(wave_share_trained(family::gemm_tc16) == wave_share::sm_persist);
+  for (family f : {family::gemm_fp8, family::bmm, family::linear, family::elementwise, family::softmax, family::layernorm,
+                   family::attention_prefill, family::attention_decode})
+    CHECK(wave_share_trained(f) == wave_share::fair_share);
+}
+
+TEST_CASE("a partial-wave bandwidth-bound GEMM forecast goes below the full-wave fair share under sm_share", "[neusight]") {
+  const gpu_spec h100sxm = gpu_spec_load(source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
+  // Qwen3-30B-A3B's expert gate at 64 rows: 64 × 2048 → 768 in bf16 on 64 × 64 tiles, 12 blocks on 132 SMs
+  kernel k = gemm(kernel_kind::gemm, 1, 64, 2048, 768, 64, 64);
+  k.dtype = "bf16";
+  k.bytes = 2.0 * (64 * 2048 + 2048 * 768 + 64 * 768);
+  const tile_features fair = tile_features_compute(k, h100sxm, train_convention{}, wave_share::fair_share);
+  const tile_features part = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_share);
+  REQUIRE(fair.blocks == 12);
+  CHECK(part.x == fair.x);  // the MLP's inputs do not change: only the base
+  CHECK(part.base_seconds == Approx(fair.base_seconds * 33 / 132));  // max(12, 132 / 4) of 132
+  // at utilisation → 1 and no launch term the forecast is the base: below the fair-share one's least
+  tile_model m;
+  m.fam = family::gemm_tc16;
+  m.vendor = "nvidia";
+  m.net = mlp::make({int(tile_feature_count), 4, tile_outputs}, 1);
+  for (auto& w : m.net.w) w.setZero();
+  for (auto& b : m.net.b) b.setZero();
+  m.net.b.back() << -40, 40, -40;  // σ(o0) → 0, σ(o1) → 1, σ(o2) → 0
+  for (size_t i = 0; i < tile_feature_count; ++i) m.scale[i] = 1, m.lo[i] = -100, m.hi[i] = 100;
+  m.partial_wave = wave_share::sm_share;
+  kernel_instance ki{0, phase::forward, k};
+  const double sm = neusight_predictor_make("nvidia", m, {})->predict({ki}, h100sxm)[0];
+  m.partial_wave = wave_share::fair_share;
+  const double fs = neusight_predictor_make("nvidia", m, {})->predict({ki}, h100sxm)[0];
+  CHECK(fs == Approx(fair.base_seconds).epsilon(1e-6));
+  CHECK(sm == Approx(part.base_seconds).epsilon(1e-6));
+  CHECK(sm < 0.3 * fs);
+  CHECK(sm >= k.bytes / (h100sxm.mem_bw_gbps * 1e9));  // never faster than its bytes over the whole bandwidth
+}
+
+TEST_CASE("partial_wave in model.toml: written when not fair_share, read back, a misspelt value refused", "[weights]") {
+  ns_test::temp_dir t;
+  tile_model m;
+  m.fam = family::gemm_tc16;
+  m.net = mlp::make({int(tile_feature_count), 4, tile_outputs}, 2);
+  for (size_t i = 0; i < tile_feature_count; ++i) m.scale[i] = 1, m.hi[i] = 1;
+  weights_provenance p;
+  p.vendor = "nvidia";
+  weights_save(t.path / "old", m, p);  // fair_share: no key, as weights from before it
+  CHECK(ns_test::slurp(t.path / "old/model.toml").find("partial_wave") == std::string::npos);
+  CHECK(weights_load(t.path / "old").partial_wave == wave_share::fair_share);
+  m.partial_wave = wave_share::sm_share;
+  weights_save(t.path / "tc", m, p);
+  const std::string toml = ns_test::slurp(t.path / "tc/model.toml");
+  CHECK(toml.find("partial_wave = 'sm_share'") != std::string::npos);
+  CHECK(weights_load(t.path / "tc").partial_wave == wave_share::sm_share);
+  const std::string where = (t.path / "tc/model.toml").generic_string();
+  for (const char* bad : {"'sm_shares'", "'SM_SHARE'", "'fair'", "4", "''"}) {
+    std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
+                                                                    std::string("partial_wave = ") + bad);
+    INFO("partial_wave = " << bad);
+    CHECK_THROWS_WITH(weights_load(t.path / "tc"),
+                      Catch::StartsWith(where + ":") &&
+                          Catch::Contains("'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_persist\""));
+  }
+  m.partial_wave = wave_share::sm_persist;
+  weights_save(t.path / "persist", m, p);
+  CHECK(ns_test::slurp(t.path / "persist/model.toml").find("partial_wave = 'sm_persist'") != std::string::npos);
+  CHECK(weights_load(t.path / "persist").partial_wave == wave_share::sm_persist);
+  std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
+                                                                  "partial_wave = 'sm_shares'");
+  CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("did you mean 'sm_share'"));
+  std::ofstream(t.path / "tc/model.toml") << ns_test::replace_all(toml, "partial_wave = 'sm_share'",
+                                                                  "partial_wav = 'sm_share'");
+  CHECK_THROWS_WITH(weights_load(t.path / "tc"), Catch::Contains("unknown key 'partial_wav'"));
+}
+
+// One-wave view keyed on the real arithmetic intensity (weights/WEIGHT_STREAM_RULE.md, second rule, candidate F): under
+// sm_persist a GEMM whose real AI (no tile padding) is ≥ 2× on the bandwidth side of the ridge is shown one wave of tiles
+// W times as long; its base is sm_share's and its latency form keeps W; compute-side kernels keep their features.
+TEST_CASE("one-wave view: sm_persist shows a streaming GEMM one wave of W-times-longer tiles at its real AI", "[neusight]") {
+  CHECK(tile_shown_waves(6, 1.0, wave_share::sm_persist) == 1);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_persist) == 1);
+  CHECK(tile_shown_waves(6, 0.99, wave_share::sm_persist) == 6);  // not purely bandwidth-bound
+  CHECK(tile_shown_waves(6, -2, wave_share::sm_persist) == 6);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::sm_share) == 6);
+  CHECK(tile_shown_waves(6, 3.5, wave_share::fair_share) == 6);
+  const gpu_spec h100sxm = gpu_spec_load(source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
+  // Mixtral-8x7B's grouped gate-up at decode: 7 experts × 3 rows × 4096 → 28672 on 64 × 256 tiles, 784 blocks, 6 waves
+  kernel k = gemm(kernel_kind::bmm, 7, 3, 4096, 28672, 64, 256);
+  k.dtype = "bf16";
+  k.bytes = 7 * 2.0 * (3 * 4096 + 4096 * 28672 + 3 * 28672);
+  const tile_features share = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_share);
+  const tile_features pers = tile_features_compute(k, h100sxm, train_convention{}, wave_share::sm_persist);
+  REQUIRE(share.waves == 6);
+  CHECK(share.x[2] == Approx(std::log2(6.0)));
+  CHECK(pers.x[2] == 0);
+  CHECK(pers.x[0] == Approx(share.x[0] + std::log2(6.0)));
+  CHECK(pers.waves == 6);
+  CHECK(pers.base_seconds == share.base_seconds);
+  for (size_t i : {1, 3, 4}) CHECK(pers.x[i] == share.x[i]);
+  // the padded AI would not catch it: a 1-row GEMM on 128-row tiles on a GPU whose ridge is 1.9× the padded AI
+  gpu_spec g = h100sxm;
+  g.mem_bw_gbps = roofline_peak_flops(h100sxm, k) / 1e9 / (128 * 1.07 * 1.9);  // GFLOP/s over a ridge 1.9× the padded AI
+  kernel v = gemm(kernel_kind::gemm, 1, 1, 4096, 65536, 128, 256);  // 256 blocks, 2 waves
+  v.dtype = "bf16";
+  v.bytes = 2.0 * (4096 + 4096.0 * 65536 + 65536);
+  const tile_features vs = tile_features_compute(v, g, train_convention{}, wave_share::sm_share);
+  const tile_features vp = tile_features_compute(v, g, train_convention{}, wave_share::sm_persist);
+  REQUIRE(vs.waves >= 2);
+  REQUIRE(vs.x[4] < 1);  // the fifth feature (padded AI) inside the clamp
+  CHECK(vp.x[2] == 0);
+  CHECK(vp.x[0] == Approx(vs.x[0] + std::log2(vs.waves)));
+  // a compute-bound GEMM keeps its waves: 4096 × 4096 → 28672 on 128 × 256 tiles
+  kernel c = gemm(kernel_kind::gemm, 1, 4096, 4096, 28672, 128, 256);
+  c.dtype = "bf16";
+  c.bytes = 2.0 * (4096.0 * 4096 + 4096.0 * 28672 + 4096.0 * 28672);
+  const tile_features cs = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_share);
+  const tile_features cp = tile_features_compute(c, h100sxm, train_convention{}, wave_share::sm_persist);
+  REQUIRE(cs.waves > 2);
+  CHECK(cp.x == cs.x);
 }

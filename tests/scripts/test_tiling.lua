@@ -277,16 +277,45 @@ function T.test_tensor_core_tiles()
   local pm, pk = gemm.parse(big.kernel)
   eq(pm, big.tile_m, "parse(tile_m)")
   eq(pk, big.tile_k, "parse(tile_k)")
-  -- Decode-shaped GEMM (one token, 4096 x 4096): too few output tiles for 132 SMs, so the reduction is split
-  -- until the SMs are filled, each slice keeping at least tc_min_slice elements of the reduction.
+  -- Decode-shaped GEMM (one token, 4096 x 4096): too few output tiles for 132 SMs and a reduction longer than the
+  -- longest the data runs unsplit (tc_unsplit_k), so it is split into slices no longer than that.
   local gemv = tc(H100, 1, 1, 4096, 4096)
   local tiles = math.ceil(1 / gemv.tile_m) * math.ceil(4096 / gemv.tile_k)
-  eq(gemv.split > 1, true, "decode GEMM is split-K")
+  eq(gemv.split, 2, "decode GEMM is split-K, into slices of at most tc_unsplit_k.wgmma")
   eq(tiles * gemv.split <= 132, true, "split-K never exceeds one wave")
-  eq(4096 // gemv.split >= gemm.tc_min_slice, true, "slices keep tc_min_slice reduction elements")
   eq(gemv.kernel:find("_splitk" .. gemv.split, 1, true) ~= nil, true, "split in the kernel name")
-  -- A short reduction cannot be split below the minimum slice.
+  eq(tc(H100, 1, 1, 16384, 4096).split, 8, "K 16384: 8 slices of 2048")
+  -- A short reduction is never split.
   eq(tc(H100, 1, 1, 256, 4096).split, 1, "n = 256: no split")
+  -- Up to the longest unsplit reduction of the tile set (the data: K 2048 on the datacenter Blackwells, 1536 on the
+  -- L40S / RTX PRO 6000) a small output is not split, so a longer reduction is a longer per-block reduction: Qwen3-
+  -- 30B-A3B's expert gate (K 2048) and down projection (K 768) at 64 rows are not the same CTAs (split 8 and 3 gave
+  -- both 96 blocks of 256-element slices).
+  local RTXs = gpu { name = "RTX", vendor = "nvidia", architecture = "blackwell", compute_capability = "12.0", num_sm = 188 }
+  local L40S = gpu { name = "L40S", vendor = "nvidia", architecture = "ada", compute_capability = "8.9", num_sm = 142 }
+  for _, c in ipairs { { H100, 2048 }, { B200, 2048 }, { RTXs, 1536 }, { L40S, 1536 }, { A100, 1536 } } do
+    for _, m in ipairs { 1, 32, 64, 128 } do
+      for _, out in ipairs { 768, 2048 } do
+        for K = 256, c[2], 256 do
+          eq(tc(c[1], 1, m, K, out).split, 1, ("%s m %d K %d out %d: no split"):format(c[1].name, m, K, out))
+        end
+        eq(tc(c[1], 1, m, c[2] + 512, out).split > 1, true, ("%s m %d K %d: split"):format(c[1].name, m, c[2] + 512))
+      end
+    end
+  end
+  eq(tc(H100, 1, 64, 2048, 768).split, 1, "Qwen3 expert gate at 64 rows: no split")
+  eq(tc(H100, 1, 64, 768, 2048).split, 1, "Qwen3 expert down projection at 64 rows: no split")
+  -- fp8 keeps the fill-the-SMs split (slices of at least tc_min_slice): never splitting cost a leave-one-GPU-out fold
+  -- 11.7 points (weights/PARTIAL_WAVE_RULE.md, run D), so only the 16-bit dtypes split as the data do.
+  local f8 = tc(H100, 1, 1, 4096, 4096, "fp8")
+  local f8tiles = math.ceil(1 / f8.tile_m) * math.ceil(4096 / f8.tile_k)
+  eq(f8.split, math.min(132 // f8tiles, 4096 // gemm.tc_min_slice), "fp8 decode GEMM fills the SMs")
+  eq(f8.split > 2, true, "fp8 splits further than bf16 (slices of tc_min_slice, not tc_unsplit_k)")
+  local gate = tc(H100, 1, 64, 2048, 768, "fp8")
+  eq(gate.split, math.min(132 // (math.ceil(64 / gate.tile_m) * math.ceil(768 / gate.tile_k)), 2048 // gemm.tc_min_slice),
+    "fp8 at K 2048 (no bf16 split there) still split to fill the SMs")
+  eq(gate.split > 1, true, "fp8 Qwen3 gate shape is split")
+  eq(tc(B200, 1, 1, 512, 1024, "fp8").split, 2, "fp8 K 512: two slices of 256")
   -- Per architecture: Ampere/Ada mma.sync, Blackwell datacenter tcgen05, Blackwell cc 12 (RTX) mma.sync.
   eq(tc(A100, 1, 4096, 4096, 4096).kernel:match("^sm80_") ~= nil, true, "ampere name")
   eq(tc(B200, 1, 4096, 4096, 4096).kernel:match("^sm100_") ~= nil, true, "blackwell cc 10 name")
