@@ -352,3 +352,73 @@ TEST_CASE("calibrate: a parallel run's calibrated forecast is the next forecast"
                             "--batch 8 --seq 512 --dtype bf16 --calibrate " + ns_test::quoted(small.string()));
   CHECK(one["calibrated_ms"].is_number());
 }
+
+// The uncertainty band is held to the physical floor of what it bounds (scripts/neusight/uncertainty.lua floors_of:
+// each family's draws at or above the family's roofline floor before the families are summed, the quantiles at or above
+// the whole floor): a long-context decode priced near its floor (the weights' and KV cache's bytes at the bandwidth) had
+// a p10 a fifth under it (audit15: H100 71.6 ms against 87.02, B200 33.0 against 36.4). The floor is the one a
+// calibration refusal names (neusight.figures kernel_floor: the sum over the kernels of max(FLOPs / peak, bytes / bw)).
+TEST_CASE("physics floor: a long-context decode's band is not below its roofline floor - nor a prefill's below its FLOPs at the peak",
+          "[cli][band][floor]") {
+  temp_dir t;
+  for (const char* stem : {"h100_sxm5_80gb", "b200"}) {
+    CAPTURE(stem);
+    const std::string gpu = ns_test::gpu_copy(t, stem);
+    for (const std::string phase : {"--mode decode --batch 64 --context 32768", "--mode prefill --batch 8 --seq 4096"}) {
+      CAPTURE(phase);
+      const std::string args = "predict --model llama3_8b --gpu '" + gpu + "' --dtype bf16 --launch graph " + phase;
+      const json j = run_json(args);
+      const fs::path bad = t.write("bad.toml", "latency_ms = 0.001\n");
+      const auto no = run_cli(args + " --calibrate '" + bad.string() + "'");
+      INFO(no.err);
+      REQUIRE(no.code == 1);
+      const double floor_ms = refused_floor_ms(no.err);  // printed to 4 significant digits
+      const double p10 = j["latency_ms_p10"], p50 = j["latency_ms_p50"], p90 = j["latency_ms_p90"];
+      CHECK(p10 >= floor_ms * (1 - 1e-3));
+      CHECK(p10 <= p50);
+      CHECK(p50 <= p90);
+      // and the model FLOPs at the dense peak (the floor's compute side: a prefill is compute-bound)
+      const double flops_ms = j["flops"].get<double>() / (j["figures"]["peak_tflops"].get<double>() * 1e12) * 1e3;
+      CHECK(p10 >= flops_ms);
+      if (phase.find("decode") != std::string::npos) {
+        CHECK(j["latency_ms"].get<double>() < 1.1 * floor_ms);  // priced near its floor: the case the band went under
+      } else {
+        CHECK(flops_ms > 0.6 * floor_ms);  // compute-bound: the FLOPs at the peak are most of the floor (~73 %)
+      }
+    }
+  }
+}
+
+// The calibration's slack under the floor (calibration.lua floor_refusal) is the band's low side as drawn, before the
+// floor: the band predict shows is held to the floor, and its p10 / forecast would leave a decode priced near its
+// floor 1 % of slack instead of the ~20 % its forecast's error allows.
+TEST_CASE("physics floor: a calibration's slack under the floor is the band's low side as drawn - not the floored band's",
+          "[cli][calibrate][floor][band]") {
+  temp_dir t;
+  const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
+  const std::string args = "predict --model llama3_8b --gpu '" + gpu +
+                           "' --dtype bf16 --launch graph --mode decode --batch 64 --context 32768";
+  const fs::path bad = t.write("bad.toml", "latency_ms = 0.001\n");
+  const auto no = run_cli(args + " --calibrate '" + bad.string() + "'");
+  INFO(no.err);
+  REQUIRE(no.code == 1);
+  CHECK(no.err.find("the forecast's p10 as drawn, before the floor, is ") != std::string::npos);
+  const double floor_ms = refused_floor_ms(no.err);
+  const json j = run_json(args);
+  CHECK(j["latency_ms_p10"].get<double>() >= floor_ms * (1 - 1e-3));  // the band shown: at its floor or above
+  // 10 % under the floor: within the band as drawn (p10 ~21 % under the forecast), fitted and written with the warning
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(0.9 * floor_ms) + "\n");
+  const auto fit = run_cli(args + " --calibrate '" + m.string() + "'");
+  INFO(fit.err);
+  REQUIRE(fit.code == 0);
+  CHECK(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
+  CHECK(fit.err.find("below what") != std::string::npos);
+  fs::remove(t.path / "h100_sxm5_80gb.calibration.toml");
+  // 30 % under it: beyond that too, refused, nothing written
+  const fs::path far = t.write("far.toml", "latency_ms = " + std::to_string(0.7 * floor_ms) + "\n");
+  const auto refused = run_cli(args + " --calibrate '" + far.string() + "'");
+  INFO(refused.err);
+  CHECK(refused.code == 1);
+  CHECK(refused.err.find("below the floor by more than the band allows") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
+}

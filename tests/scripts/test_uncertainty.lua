@@ -72,4 +72,48 @@ function T.test_quantiles_of_equals_the_sorted_lists_values()
   assert(not pcall(U.quantiles_of({ 1, 2, 3 }, { 0.5 }), 0.9), "a quantile not asked for is an error")
 end
 
+-- A band of `family_s` (seconds) and `floor_s` (each family's roofline floor, nil: none) from a table of one fold per
+-- family whose error quantiles at 10 / 50 / 90 % are `q` (ln of measured / forecast), width factor `spread`.
+local function band_of(family_s, floor_s, q, spread)
+  local families, total, n = {}, 0, {}
+  for name, s in pairs(family_s) do
+    families[name] = { quantiles = { q[name] } }
+    total, n[name] = total + s, 1
+  end
+  local r = { latency_s = total, family_s = family_s, family_n = n, floor_s = floor_s,
+    gpu = { name = "Test-GPU", vendor = "nvidia", architecture = "hopper", num_sm = 132, mem_bw_gbps = 3350 },
+    uncertainty = { format_version = 2, levels = { 0.1, 0.5, 0.9 }, spread = spread, families = families },
+    uncertainty_source = "test.toml" }
+  return U.band(r, true), r
+end
+
+local SLOW = { math.log(0.5), math.log(0.6), math.log(0.7) }  -- the forecast 1.4-2x the measured: draws 0.5-0.7
+local EXACT = { 0, 0, 0 }
+
+-- The band's draws are held to each family's roofline floor before the families are summed (a physically impossible
+-- time is no draw); the low side as drawn stays for the calibration's slack (p10_drawn).
+function T.test_engine_band_draws_are_held_to_each_familys_floor()
+  local drawn = band_of({ gemm_tc16 = 1 }, nil, { gemm_tc16 = SLOW })
+  assert(drawn.p10 < 0.6 and drawn.p10 == drawn.p10_drawn, "without floors: the band as drawn " .. drawn.p10)
+  local held = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.9 }, { gemm_tc16 = SLOW })
+  assert(held.p10 >= 0.9 and held.p50 >= 0.9 and held.p90 >= 0.9, "every quantile at or above the floor " .. held.p10)
+  close(held.p10_drawn, drawn.p10, "the low side as drawn: the band without the floors")
+  -- per family, before the sum: a family far above its floor does not lend its time to one drawn below its own
+  local two = band_of({ gemm_tc16 = 1, attention = 1 }, { attention = 0.9 },
+    { gemm_tc16 = EXACT, attention = SLOW })
+  assert(two.p10 >= 1 + 0.9, "1 s of gemm as forecast + attention at least its 0.9 s floor: " .. two.p10)
+  assert(two.p10_drawn < 1 + 0.6, "as drawn: " .. two.p10_drawn)
+  -- a floor under every draw changes nothing: the band to the bit
+  local low = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.1 }, { gemm_tc16 = SLOW })
+  assert(low.p10 == drawn.p10 and low.p50 == drawn.p50 and low.p90 == drawn.p90, "a floor below every draw")
+end
+
+-- A table's spread above 1 widens the quantiles about their median: the low side is held to the forecast's floor
+-- after it too.
+function T.test_engine_band_low_side_is_held_to_the_floor_whatever_the_spread()
+  local wide = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.55 }, { gemm_tc16 = SLOW }, 4)
+  assert(wide.p10 >= 0.55, "spread 4: p10 " .. wide.p10 .. " held to the 0.55 s floor")
+  assert(wide.p10_drawn < 0.55, "spread 4 as drawn: " .. wide.p10_drawn)
+end
+
 return T
