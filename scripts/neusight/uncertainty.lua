@@ -833,21 +833,23 @@ function band_of(r, p, fl)
     q = quantiles_of(ratios, QS)
     median = q(0.50)
   end
+  local p50 = median
   if fl and fl.total > 0 then
     -- the quantiles held to the forecast's whole floor (as a share of its kernel time: the ratio scales the latency):
-    -- the draws are at or above it already, but the table's spread above 1 could widen a quantile below it
+    -- the draws are at or above it already, but the table's spread above 1 could widen a quantile below it (`median`
+    -- stays: the spread's closure above reads it)
     local at, least = q, fl.total / p.total
     q = function(x)
       local v = at(x)
       return v > least and v or least
     end
-    median = median > least and median or least
+    p50 = median > least and median or least
   end
   local lat = r.latency_s
   local covered = {}
   for _, part in ipairs(p.fallback_parts) do covered[#covered + 1] = part.name end
   return {
-    p10 = lat * q(0.10), p50 = lat * median, p90 = lat * q(0.90),
+    p10 = lat * q(0.10), p50 = lat * p50, p90 = lat * q(0.90),
     spread = spread,
     unmodelled_share = (p.other - fb_s) / p.total,
     fallback_covered = covered,
