@@ -381,7 +381,7 @@ TEST_CASE("physics floor: a long-context decode's band is not below its roofline
       const double flops_ms = j["flops"].get<double>() / (j["figures"]["peak_tflops"].get<double>() * 1e12) * 1e3;
       CHECK(p10 >= flops_ms);
       if (phase.find("decode") != std::string::npos) {
-        CHECK(j["latency_ms"].get<double>() < 1.1 * floor_ms);  // priced near its floor: the case the band went under
+        CHECK(j["latency_ms"].get<double>() < 1.2 * floor_ms);  // priced near its floor (1.04x, 1.16x): where the band went under
       } else {
         CHECK(flops_ms > 0.6 * floor_ms);  // compute-bound: the FLOPs at the peak are most of the floor (~73 %)
       }
