@@ -4,7 +4,7 @@
 -- 64 microbatches of one 2048-token sequence, Megatron sequence parallelism.
 --
 -- This is the layout `neusight search --model gpt3_175b --gpu h100 --gpus 64 --batch 64 --seq 2048 --dtype bf16
--- --cluster dgx_h100 --sequence-parallel` ranks second (tp 4 x pp 16 first, ~3 % faster); it fits in 80 GB per
+-- --cluster dgx_h100 --sequence-parallel` ranks second (tp 4 x pp 16 first, ~4 % faster); it fits in 80 GB per
 -- GPU without recomputation (61 GB on the first stage). The
 -- report gives the iteration time, per stage compute, communication, bubble and memory, and the kernels of one
 -- microbatch through one tensor-parallel shard. The single-GPU fp32 setting of the NeuSight paper (which does not
