@@ -138,8 +138,8 @@ end
 --- low side: allowed = floor × p10 / forecast (neusight.uncertainty band of `r`, at most 1). Without a band (the
 --- roofline predictor) the floor itself, to M.below_floor's rounding. Returns the message or nil. `what`, `measured_s`,
 --- `floors`, `gpu`, `r` as floor_warning's; `band` the band of `r` (nil: none).
---- The p10 is the band as drawn (M.band(r, true)'s p10_drawn), not the band predict shows, whose draws are held to
---- the same floor (neusight.uncertainty floors_of): that one's p10 is never below the floor, so its low side would
+--- The p10 is the band as drawn (M.band(r, true)'s p10_drawn), not the band predict shows, whose quantiles are held
+--- to the same floor (neusight.uncertainty floor_of): that one's p10 is never below the floor, so its low side would
 --- shrink the slack to nothing exactly where the forecast sits at its floor (a long-context decode: 1 % of it instead
 --- of 21 %), the floor bounding its own error. What the slack is for, the floor's overcount, is the forecast's error
 --- as the folds measured it, before any floor.

@@ -353,9 +353,8 @@ TEST_CASE("calibrate: a parallel run's calibrated forecast is the next forecast"
   CHECK(one["calibrated_ms"].is_number());
 }
 
-// The uncertainty band is held to the physical floor of what it bounds (scripts/neusight/uncertainty.lua floors_of:
-// each family's draws at or above the family's roofline floor before the families are summed, the quantiles at or above
-// the whole floor): a long-context decode priced near its floor (the weights' and KV cache's bytes at the bandwidth) had
+// The uncertainty band is held to the physical floor of what it bounds (scripts/neusight/uncertainty.lua floor_of: the
+// quantiles at or above the whole roofline floor, the draws not clamped family by family): a long-context decode priced near its floor (the weights' and KV cache's bytes at the bandwidth) had
 // a p10 a fifth under it (audit15: H100 71.6 ms against 87.02, B200 33.0 against 36.4). The floor is the one a
 // calibration refusal names (neusight.figures kernel_floor: the sum over the kernels of max(FLOPs / peak, bytes / bw)).
 TEST_CASE("physics floor: a long-context decode's band is not below its roofline floor - nor a prefill's below its FLOPs at the peak",

@@ -90,22 +90,33 @@ end
 local SLOW = { math.log(0.5), math.log(0.6), math.log(0.7) }  -- the forecast 1.4-2x the measured: draws 0.5-0.7
 local EXACT = { 0, 0, 0 }
 
--- The band's draws are held to each family's roofline floor before the families are summed (a physically impossible
--- time is no draw); the low side as drawn stays for the calibration's slack (p10_drawn).
-function T.test_engine_band_draws_are_held_to_each_familys_floor()
+-- The band's quantiles are held to the whole roofline floor (a physically impossible time is no quantile); the low side
+-- as drawn stays for the calibration's slack (p10_drawn).
+function T.test_engine_band_quantiles_are_held_to_the_whole_floor()
   local held = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.9 }, { gemm_tc16 = SLOW })
   assert(held.p10 >= 0.9 and held.p50 >= 0.9 and held.p90 >= 0.9, "every quantile at or above the floor " .. held.p10)
-  -- per family, before the sum: a family far above its floor does not lend its time to one drawn below its own
-  local two = band_of({ gemm_tc16 = 1, attention = 1 }, { attention = 0.9 },
-    { gemm_tc16 = EXACT, attention = SLOW })
-  assert(two.p10 >= 1 + 0.9, "1 s of gemm as forecast + attention at least its 0.9 s floor: " .. two.p10)
-  assert(two.p10_drawn < 1 + 0.6, "as drawn: " .. two.p10_drawn)
   local drawn = band_of({ gemm_tc16 = 1 }, nil, { gemm_tc16 = SLOW })
   assert(drawn.p10 < 0.6 and drawn.p10 == drawn.p10_drawn, "without floors: the band as drawn " .. drawn.p10)
   close(held.p10_drawn, drawn.p10, "the low side as drawn: the band without the floors")
-  -- a floor under every draw changes nothing: the band to the bit
+  -- a floor under every quantile changes nothing: the band to the bit
   local low = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.1 }, { gemm_tc16 = SLOW })
-  assert(low.p10 == drawn.p10 and low.p50 == drawn.p50 and low.p90 == drawn.p90, "a floor below every draw")
+  assert(low.p10 == drawn.p10 and low.p50 == drawn.p50 and low.p90 == drawn.p90, "a floor below every quantile")
+end
+
+-- Only in aggregate, not family by family: a family's summed kernel floor is no hard bound on its measured time as the
+-- floor counts bytes (an L2 serves some, traffic overcounted; per-family floors moved fp32 GPT-2 Large's A100 p10
+-- 464.7 -> 514.5 ms and put a measured V100 step, 576.9 ms, under its p10), so a family drawn under its own floor keeps
+-- its draws while the sum stays above the whole floor.
+function T.test_engine_band_a_family_drawn_under_its_own_floor_is_not_clamped()
+  local floors = { gemm_tc16 = 0.05, attention = 0.9 }
+  local two = band_of({ gemm_tc16 = 1, attention = 1 }, floors, { gemm_tc16 = EXACT, attention = SLOW })
+  local free = band_of({ gemm_tc16 = 1, attention = 1 }, nil, { gemm_tc16 = EXACT, attention = SLOW })
+  assert(two.p10 < 1 + 0.9, "attention drawn under its 0.9 s floor is not lifted to it: p10 " .. two.p10)
+  assert(two.p10 == free.p10 and two.p50 == free.p50 and two.p90 == free.p90,
+    "the whole floor 0.95 s is under every quantile: the band as drawn " .. two.p10 .. " vs " .. free.p10)
+  -- the same family alone: the whole floor is its own, and the quantiles are held to it
+  local one = band_of({ attention = 1 }, { attention = 0.9 }, { attention = SLOW })
+  assert(one.p10 >= 0.9 and one.p90 >= 0.9, "one family: its floor is the whole floor " .. one.p10)
 end
 
 -- A table's spread above 1 widens the quantiles about their median: the low side is held to the forecast's floor
