@@ -350,6 +350,48 @@ TEST_CASE("a decode attention kernel is never priced above one with a longer cac
   }
 }
 
+// No saw-tooth along the context (issue 13; weights/DECODE_SPLIT_RULE.md): one decode step's attention, each context
+// its own forecast (as `neusight predict --mode decode --context C` prices it), never gets cheaper with a longer cache,
+// and never grows by much more than the cache bytes it adds. Before the fix, Llama-3-8B's decode attention (32 / 8
+// heads, head dim 128) on the H100, batch 1: 0.528 ms at 2816 tokens, 0.442 at 3072 (the MLP along the fill of one
+// wave while the split grows); on the L40S 0.770 ms at 4096 tokens, 1.298 at 4608 (+69 % for +12.5 % of the bytes:
+// the split rounded up to 8 x 18 = 144 blocks on 142 SMs, a second wave of 2 blocks no split-KV kernel launches).
+TEST_CASE("decode attention alone is monotone in the context and grows at most with its bytes (no saw-tooth)",
+          "[neusight][physics]") {
+  forecaster f;
+  for (const std::string gpu_name : {"h100", "h200", "A100-SXM4-80GB", "l40s", "b200"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const int64_t d : {64, 128})
+      for (const int64_t b : {1, 8, 32, 64}) {
+        std::optional<std::pair<int64_t, double>> last;  // context, seconds
+        size_t drops = 0, jumps = 0;
+        for (int64_t c = 512; c <= 32768; c += 256) {
+          const kernel k = decode_kernel(f, b, 32, 8, c, d, gpu);
+          const double t = f.seconds(k, gpu);
+          if (last) {
+            const auto [c0, t0] = *last;
+            // the most the step can add: all of it the cache's bytes at the kernel's own pace (t0 over c0 tokens)
+            const double bytes_ratio = double(c) / double(c0);
+            if (t < t0 && ++drops <= 3) {
+              INFO(gpu.name << " head dim " << d << " batch " << b << ": " << c0 << " tokens " << t0 * 1e6 << " us, "
+                            << c << " tokens " << t * 1e6 << " us");
+              CHECK(t >= t0);
+            }
+            if (t > t0 * bytes_ratio * 1.15 && ++jumps <= 3) {
+              INFO(gpu.name << " head dim " << d << " batch " << b << ": " << c0 << " tokens " << t0 * 1e6 << " us, "
+                            << c << " tokens " << t * 1e6 << " us (the bytes grow x" << bytes_ratio << ")");
+              CHECK(t <= t0 * bytes_ratio * 1.15);
+            }
+          }
+          last = {c, t};
+        }
+        INFO(gpu.name << " head dim " << d << " batch " << b);
+        CHECK(drops == 0);
+        CHECK(jumps == 0);
+      }
+  }
+}
+
 // The same order for causal prefill attention (ops/sdpa.lua, GQA 32 / 8), along the sequence length and the batch.
 // Before the envelope took in prefill (the order alone, no copies) 8 of these 10 sweeps had 1-15 violating pairs,
 // mostly a partial last query tile priced above the full one: L40S head dim 128, 128 tokens 24.9 us, 256 tokens
