@@ -370,17 +370,21 @@ TEST_CASE("decode attention alone is monotone in the context and grows at most w
           const double t = f.seconds(k, gpu);
           if (last) {
             const auto [c0, t0] = *last;
-            // the most the step can add: all of it the cache's bytes at the kernel's own pace (t0 over c0 tokens)
+            // the most the step can add: all of it the cache's bytes at the kernel's own pace (t0 over c0 tokens),
+            // with 25 % to spare: the MLP along the fill of one wave still rises faster than the bytes (L40S,
+            // batch 1, head dim 128: 4096 tokens in 128 blocks 24.1 us, 4352 in 136 blocks 29.5 us, 1.16x the bytes'
+            // 1.06x; a minimum over larger kernels cannot lower the larger one). Before the fix 1.29x (4352 -> 4608
+            // tokens, the second wave).
             const double bytes_ratio = double(c) / double(c0);
             if (t < t0 && ++drops <= 3) {
               INFO(gpu.name << " head dim " << d << " batch " << b << ": " << c0 << " tokens " << t0 * 1e6 << " us, "
                             << c << " tokens " << t * 1e6 << " us");
               CHECK(t >= t0);
             }
-            if (t > t0 * bytes_ratio * 1.15 && ++jumps <= 3) {
+            if (t > t0 * bytes_ratio * 1.25 && ++jumps <= 3) {
               INFO(gpu.name << " head dim " << d << " batch " << b << ": " << c0 << " tokens " << t0 * 1e6 << " us, "
                             << c << " tokens " << t * 1e6 << " us (the bytes grow x" << bytes_ratio << ")");
-              CHECK(t <= t0 * bytes_ratio * 1.15);
+              CHECK(t <= t0 * bytes_ratio * 1.25);
             }
           }
           last = {c, t};
