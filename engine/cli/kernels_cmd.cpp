@@ -213,10 +213,12 @@ int train_main(const train_flags& f) {
   p.tiles = f.tiles;
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();  // the training's wall time
   weights_save(f.out, r.model, p);
-  // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies
-  // and, per GPU, its minimum over the validation rows of more rows), the number `eval kernels` would give them.
+  // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies,
+  // per GPU its minimum over the validation rows of more rows, and a tensor-core BMM's sub-additivity pieces, costed
+  // and tiled by the session as the session's own predictor's are), the number `eval kernels` would give them.
   const auto as_forecast = neusight_predictor_make(vendor, r.model, p.gpus);
   as_forecast->train_convention_set(conv);
+  as_forecast->gemm_pieces_set(s.gemm_pieces());
   std::map<const gpu_spec*, std::vector<size_t>> val_by_gpu;
   for (size_t i : r.val_index) val_by_gpu[d.rows[i].gpu].push_back(i);
   double ape = 0;

@@ -33,6 +33,12 @@ namespace {
 //   wave quantisation) and lowered the leave-one-GPU-out forecasts most; no head-dim order: the kernels are compiled
 //   per head dim and a head dim of 64 is measured > 5 % slower than 128 at the same shape in 6–10 % of the L40S and
 //   RTX PRO 6000 pairs (weights/MONOTONE_ATTENTION_RULE.md).
+//   And the split scaled (weights/DECODE_SPLIT_RULE.md, D2): a split-KV kernel (blocks = b · KV heads · split) no
+//   slower than its copies with more splits of the same slice, at most one wave of the SMs (the blocks of one wave
+//   run at once: a cache of more such slices cannot finish sooner). Below the context where the tile rule's split
+//   reaches one wave (scripts/tiling/attention.lua), each block reads its least slice and the grid grows with the
+//   cache; the MLP was not monotone along that fill (Llama-3-8B batch 1 on an H100: 0.365 ms at 16 blocks, 0.528 at
+//   88, 0.379 at 112, for the 32 layers). Those copies are the rule's own launches at the longer caches.
 // - prefill attention (forward and backward, each op its own class): the query length, KV length and batch ordered,
 //   no copies. A partial last query tile was priced above the full one (L40S, head dim 128: 128 tokens 24.9 µs,
 //   256 tokens 18.9 µs); a copy of more queries would change the causal tiles, which are the tile rule's (Lua's).
@@ -62,7 +68,7 @@ constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8
 // families.
 bool subadditive(family f) { return f == family::gemm_tc16 || f == family::gemm_fp8; }
 
-enum class size_axis { rows, q_len, kv_len, batch, m };
+enum class size_axis { rows, q_len, kv_len, batch, m, split };
 
 struct envelope_axes {
   std::vector<size_axis> scaled;   // the axes with larger copies
@@ -71,7 +77,7 @@ struct envelope_axes {
 
 const envelope_axes* envelope_axes_of(family f) {
   static const envelope_axes vector{{size_axis::rows}, {size_axis::rows}};
-  static const envelope_axes decode{{size_axis::kv_len}, {size_axis::kv_len, size_axis::batch}};
+  static const envelope_axes decode{{size_axis::kv_len, size_axis::split}, {size_axis::kv_len, size_axis::batch}};
   static const envelope_axes prefill{{}, {size_axis::q_len, size_axis::kv_len, size_axis::batch}};
   static const envelope_axes gemm{{}, {size_axis::m}};
   switch (f) {
@@ -88,6 +94,15 @@ const envelope_axes* envelope_axes_of(family f) {
   }
 }
 
+// A decode kernel's split: its blocks over its (sequence, KV head) pairs; 0 when the blocks are not a whole number of
+// splits of them (a rule of another shape: no split copies).
+int64_t split_of(const kernel& k) {
+  const double pairs = double(k.b) * double(k.hidden);
+  if (!(pairs >= 1) || !(k.tile_blocks >= pairs)) return 0;
+  const double s = k.tile_blocks / pairs;
+  return s == std::floor(s) && s < 0x1p58 ? int64_t(s) : 0;
+}
+
 int64_t axis_value(const kernel& k, size_axis a) {
   switch (a) {
     case size_axis::rows: return k.rows;
@@ -95,6 +110,7 @@ int64_t axis_value(const kernel& k, size_axis a) {
     case size_axis::kv_len: return k.k;
     case size_axis::batch: return k.b;
     case size_axis::m: return k.m;
+    case size_axis::split: return split_of(k);
   }
   return 0;
 }
@@ -110,9 +126,22 @@ bool envelope_scalable(const kernel& k, const envelope_axes& ax) {
   for (size_axis a : ax.scaled) {
     if (axis_value(k, a) >= (int64_t(1) << 58)) return false;
     // an attention kernel from a rule that does not say what a key costs (kv_flops, kv_bytes) gets no longer copies
-    if (a == size_axis::kv_len && !(k.kv_flops > 0 && k.kv_bytes > 0)) return false;
+    if ((a == size_axis::kv_len || a == size_axis::split) && !(k.kv_flops > 0 && k.kv_bytes > 0)) return false;
   }
   return envelope_ordered(k, ax);
+}
+
+// A decode kernel with `more` splits of its slice (the pairs kept: blocks and cache grow together; tile_flops and
+// tile_bytes, the slice's, unchanged), its FLOPs and bytes grown by what each further key adds.
+kernel split_scaled(const kernel& k, int64_t more) {
+  kernel s = k;
+  const int64_t split = split_of(k), pairs = k.b * k.hidden;
+  const int64_t kv = int64_t(std::ceil(double(k.k) * double(more) / double(split)));
+  s.k = kv;
+  s.flops = k.flops + double(kv - k.k) * k.kv_flops;
+  s.bytes = k.bytes + double(kv - k.k) * k.kv_bytes;
+  s.tile_blocks = double(pairs * more);
+  return s;
 }
 
 // `k` with ⌈factor · axis⌉, and its FLOPs and bytes with it.
@@ -126,7 +155,8 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
       break;
     case size_axis::q_len:
     case size_axis::batch:
-    case size_axis::m: throw error("the envelope copies rows and KV lengths only (envelope_axes_of)");
+    case size_axis::m:
+    case size_axis::split: throw error("the envelope copies rows and KV lengths only (envelope_axes_of; splits: split_scaled)");
     case size_axis::kv_len: {  // the same launch, each block's share of the cache longer
       // what each further key adds, as kernels.lua attention() gives it (kv_flops, kv_bytes)
       s.k = more;
@@ -138,6 +168,23 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
     }
   }
   return s;
+}
+
+// The larger copies of an envelope kernel on a GPU of `sms` SMs: each scaled axis × envelope_factors, but a split:
+// every split from one more up to one wave of the SMs (at most 16 × its own; none when the pairs alone fill a wave),
+// so that the minimum over them is a suffix minimum along the fill of one wave.
+std::vector<kernel> envelope_copies(const kernel& k, const envelope_axes& ax, int64_t sms) {
+  std::vector<kernel> out;
+  for (size_axis a : ax.scaled) {
+    if (a != size_axis::split) {
+      for (double f : envelope_factors) out.push_back(axis_scaled(k, a, f));
+      continue;
+    }
+    const int64_t split = split_of(k), pairs = k.b * k.hidden;
+    if (split < 1 || pairs > sms) continue;
+    for (int64_t more = split + 1; more <= std::min(sms / pairs, 16 * split); ++more) out.push_back(split_scaled(k, more));
+  }
+  return out;
 }
 
 // The class of kernels the dominance minimum compares: everything but the ordered axes. A vector kernel's row (bytes
@@ -418,7 +465,7 @@ class neusight_predictor final : public predictor {
     slot.assign(kernels.size(), {family::bmm, SIZE_MAX});
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
-    std::map<family, std::map<size_t, std::vector<size_t>>> larger;
+    std::map<family, std::map<size_t, std::vector<std::pair<size_t, double>>>> larger;  // (row, its compute seconds)
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
@@ -458,13 +505,12 @@ class neusight_predictor final : public predictor {
       if (const envelope_axes* ax = envelope_axes_of(*fam);
           fresh && ax && !ax->scaled.empty() && envelope_scalable(k, *ax)) {  // GEMMs, prefill: no copies
         auto& rows = larger[*fam][it->second];
-        for (size_axis a : ax->scaled)
-          for (size_t d = 0; d < envelope_factors.size(); ++d) {
-            rows.push_back(batch[*fam].size());
-            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_, share_of(*fam)));
-            if (memo_)  // the batch's rows, in order (outputs_memo_)
-              batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
-          }
+        const std::vector<kernel> copies = envelope_copies(k, *ax, gpu.num_sm);
+        for (size_t c = 0; c < copies.size(); ++c) {
+          rows.emplace_back(batch[*fam].size(), tile_compute_seconds(copies[c], gpu));
+          batch[*fam].push_back(tile_features_compute(copies[c], gpu, conv_, share_of(*fam)));
+          if (memo_) batch_key[*fam] += "|x" + std::to_string(c);  // the batch's rows, in order (outputs_memo_)
+        }
       }
       slot[i] = {*fam, it->second};
     }
@@ -525,14 +571,8 @@ class neusight_predictor final : public predictor {
       };
       out[i] = seconds(row, tile_compute_seconds(kernels[i].k, gpu));  // this kernel's own FLOPs
       if (auto l = larger.find(fam); l != larger.end())
-        if (auto r = l->second.find(row); r != l->second.end()) {
-          const envelope_axes& ax = *envelope_axes_of(fam);
-          for (size_t c = 0; c < r->second.size(); ++c) {
-            const kernel s = axis_scaled(kernels[i].k, ax.scaled[c / envelope_factors.size()],
-                                         envelope_factors[c % envelope_factors.size()]);
-            out[i] = std::min(out[i], seconds(r->second[c], tile_compute_seconds(s, gpu)));
-          }
-        }
+        if (auto r = l->second.find(row); r != l->second.end())
+          for (const auto& [copy, compute_seconds] : r->second) out[i] = std::min(out[i], seconds(copy, compute_seconds));
     }
     return out;
   }

@@ -97,8 +97,8 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
 // weights' `partial_wave` in model.toml, tile_model::partial_wave; weights/PARTIAL_WAVE_RULE.md):
 // - fair_share (absent from the manifest; weights trained before the key, gemm_fp8, the fp32 / attention families):
 //   every wave is priced as all SMs each running one tile at its 1/SMs share of the roofline, full or not;
-// - sm_share (written by `neusight train` for gemm_tc16 only, adopted with the 16-bit split of scripts/tiling/gemm.lua
-//   as variant D3 of weights/PARTIAL_WAVE_RULE.md; gemm_fp8 keeps fair_share): in a partial wave compute stays per SM (a tile
+// - sm_share (gemm_tc16 weights of variant D3 of weights/PARTIAL_WAVE_RULE.md, adopted with the 16-bit split of
+//   scripts/tiling/gemm.lua; `neusight train` now writes sm_persist, whose base this is; gemm_fp8 keeps fair_share): in a partial wave compute stays per SM (a tile
 //   at peak / SMs) while the b blocks share the bandwidth, each drawing bw / max(b, SMs / c) — no SM more than c times
 //   its fair share bw / SMs (one SM cannot saturate DRAM alone), c = tile_sm_bandwidth_share. Full waves are priced
 //   as under fair_share (the same expression at b = SMs).

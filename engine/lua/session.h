@@ -174,6 +174,10 @@ class session {
   void kernel_costs(std::vector<kernel*>& kernels, const kernel_where& where = {});
   // The same as a callback for the readers of engine/ingest (bench_load, opgraph_load), which know no Lua.
   kernel_costing costing();
+  // What the neusight predictor makes the pieces of its sub-additivity envelope with (predictor::gemm_pieces_set):
+  // kernel_costs, then tiles_select on the GPU. Every neusight predictor that prices as forecasts do takes it: the
+  // session's own (predictor_make) and `neusight train`'s validation rows "as forecast".
+  std::function<void(std::vector<kernel*>&, const gpu_spec&)> gemm_pieces();
   // scripts/neusight/kernels.lua train_convention(), read once: the convention the vector families' MLPs were trained
   // in, which every tile model of the session shows vector kernels in (predictor_make hands it to the neusight
   // predictor; `neusight train` computes its features with it).

@@ -266,6 +266,13 @@ const train_convention& session::training_convention() {
   return *p_->convention;
 }
 
+std::function<void(std::vector<kernel*>&, const gpu_spec&)> session::gemm_pieces() {
+  return [this](std::vector<kernel*>& ks, const gpu_spec& gpu) {
+    kernel_costs(ks);
+    tiles_select(ks, gpu);
+  };
+}
+
 std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
   auto pred = ns::predictor_make(name, root);
   if (name == "neusight") {  // the roofline ones have no use for it
@@ -275,10 +282,7 @@ std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, 
     pred->train_convention_set(*convention);
     pred->roofline_efficiency_set(*efficiency);
     pred->roofline_floor_set([this](const gpu_spec& gpu) { return launch_floor_read(*this, gpu); });
-    pred->gemm_pieces_set([this](std::vector<kernel*>& ks, const gpu_spec& gpu) {
-      owner->kernel_costs(ks);
-      owner->tiles_select(ks, gpu);
-    });
+    pred->gemm_pieces_set(owner->gemm_pieces());
   }
   return pred;
 }

@@ -20,15 +20,18 @@
 --     against, but every real part lies in 9–107 (L40S 9.4, L4 9.9, RTX 4090 12.2, H100 50, A100-SXM4-80GB 105, B300
 --     107), so a dropped or added digit (3350 written 335 or 33500) is out of it on one side at least (tester10 #1:
 --     the fp32 predictor is not monotone in bandwidth, so such a typo read 61× slower, not 10×).
---   * mem_gb within MEM_GB_PER_SM GB per SM (per CU on AMD): every real part lies in 0.19–1.8 (RTX 4090 0.19, MI100
---     0.27, H100 0.61, H200 1.07, B300 1.8), so memory written in MB or MiB (32000 or 32768 for 32) is refused, as is a
---     dropped digit on most parts. mem_gb is an input of the NeuSight MLPs (engine/core/tile_model.cpp), not only the
+--   * mem_gb within MEM_GB_PER_SM GB per SM (per CU on AMD): real parts lie in about 0.15–4 (RTX 3080 10 GB over 68
+--     SMs 0.147, RTX 2080 Ti 0.16, RTX 4090 0.19, MI100 0.27, H100 0.61, H200 1.07, B300 1.8, H20 141 GB 1.8, unified
+--     memory: DGX Spark 2.7, Jetson AGX Orin 64 GB 4.0), so memory written in MB or MiB (32000 or 32768 for 32) is
+--     refused, as is a dropped digit on most parts. mem_gb is an input of the NeuSight MLPs (engine/core/tile_model.cpp), not only the
 --     capacity: an RTX 5090 file with mem_gb = 32000 forecast GPT-2 Large inference 260× slower, with no error.
 --   * pcie_bw_gbps at most PCIE_SLACK × the x16 rate of its pcie_gen (2^(gen + 1) GB/s per direction: gen3 16, gen4 32,
 --     gen5 64, gen6 128; every bundled file gives exactly that) and at least a sixteenth of it (an x1 link), and a GPU
 --     link (interconnect not "none") at least pcie_bw_gbps: every real one carries more than the slot (RTX 3090's NVLink
 --     bridge 112.5 vs 32, H100 900 vs 64), so TB/s written for GB/s (interconnect_bw_gbps = 0.9: a data-parallel run
---     150× slower) is refused.
+--     150× slower) is refused. (A loose test: interconnect_bw_gbps is the link's total of both directions, topology.lua
+--     halving it, pcie_bw_gbps one direction; the smallest real links, RTX 2080's NVLink 50 = 25 per direction against
+--     gen3's 16, pass either way.)
 -- A file describing a hypothetical part says so in words (`what_if = "the H100 with twice the bf16 peak"`): it is not
 -- held to these rules. The message of a file that breaks them says that too.
 local fmt, type = string.format, type

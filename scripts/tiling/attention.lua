@@ -12,8 +12,12 @@
 --   backward (FlashAttention-2): the same blocks (its dK/dV pass is parallel over key tiles of the same size),
 --     2.5× the forward's matrix work per block and twice its bytes.
 --   decode (FlashDecoding / split-KV, FlashInfer and TRT-LLM decode): one block per (sequence, kv head) handling
---     that head's whole query group, the cache split into slices of at least M.min_kv_slice tokens until the
---     blocks fill the SMs once.
+--     that head's whole query group, the cache split into slices of at least M.min_kv_slice tokens while the
+--     blocks still fit the SMs once: the split rounds down (⌊SMs / pairs⌋), so a split launch is one wave. FlashInfer
+--     caps its split-KV grid at what the GPU holds at once, FlashAttention-2's num_splits_heuristic avoids a nearly
+--     empty last wave and TRT-LLM's multi-block count divides the SMs by the pairs rounding down; rounding up had
+--     put 8 × 17 = 136 blocks on the H100's 132 SMs (batch 1, 8 KV heads), a second wave of 4 blocks, and the
+--     forecast jumped at that context (L40S: +69 % for +12.5 % of the cache; weights/DECODE_SPLIT_RULE.md).
 local ceil, max, min, fmt = math.ceil, math.max, math.min, string.format
 local kernels = require "neusight.kernels"
 
@@ -42,7 +46,7 @@ function M.select(k, gpu)
   if k.op == "decode" then
     local group = h // kvh
     local pairs = b * kvh
-    local split = max(1, min(ceil(gpu.num_sm / pairs), skv // M.min_kv_slice))
+    local split = max(1, min(gpu.num_sm // pairs, skv // M.min_kv_slice))
     local slice = ceil(skv / split)
     return {
       blocks = pairs * split,

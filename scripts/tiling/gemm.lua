@@ -392,8 +392,8 @@ end
 -- that fell between neighbouring m where the data never does. wgmma (Hopper) has no data (held out): it follows the
 -- datacenter Blackwells by lineage, an assumption. This split alone, with retrained weights, was worse by
 -- leave-one-GPU-out (the tile model priced a few CTAs at their fair share of the bandwidth; the old split also stood
--- in for that); with the tile model's partial-wave base (gemm_tc16's `partial_wave = 'sm_share'`,
--- engine/core/tile_model.h) it is adopted for the 16-bit dtypes (variant D3, weights/PARTIAL_WAVE_RULE.md: selected
+-- in for that); with the tile model's partial-wave base (`partial_wave = 'sm_share'`, the base of gemm_tc16's
+-- shipped 'sm_persist', engine/core/tile_model.h) it is adopted for the 16-bit dtypes (variant D3, weights/PARTIAL_WAVE_RULE.md: selected
 -- after the information runs, gemm_tc16 LOGO 15.06 -> 13.33, every fold better). fp8 keeps the fill-the-SMs split
 -- (tc_split): the data suggest vLLM's CutlassFP8ScaledMMLinearKernel does not split, but never splitting (run D) cost
 -- the RTX PRO 6000 fold 11.7 points, so gemm_fp8 keeps its rule and its fair-share base.

@@ -481,6 +481,52 @@ TEST_CASE("eval kernels: a family priced by the roofline fallback says so on std
   CHECK(unused.err.find("--weights tests has no effect", note + 1) == std::string::npos);
 }
 
+// train's "validation MAPE as forecast" prices the rows as `eval kernels` does, the sub-additivity envelope of a
+// tensor-core BMM included (weights/SUBADDITIVE_RULE.md: a BMM of b GEMMs no slower than b single ones). Rows built so
+// that it binds: a bf16 BMM of 8 GEMMs measured 0.2 ms beside its single GEMM at 0.01 ms, so that a fitted model
+// prices the BMM at 8 x 0.01 = 0.08 ms as forecasts do (APE 60 %) while the MLP alone fits both (APE near 0). It was
+// priced without the envelope (0.01 % as forecast where eval kernels said 30 %).
+TEST_CASE("train: the validation rows as forecast are priced with the BMM sub-additivity envelope",
+          "[cli][train][envelope]") {
+  temp_dir t;
+  const auto csv = t.path / "tc.csv";
+  {
+    std::ofstream out(csv);
+    out << "OPName,Latency,Device,Torch Version,CUDNN Version,Kernel Name,Warps per SM,Blocks per SM,Grid x,Grid y,"
+           "Grid z,Block x,Block y,Block z,CUDA Version,Kernels,B,M,N,K,Dtype\n";
+    for (int i = 0; i < 60; ++i)
+      for (const auto& [b, ms] : {std::pair<int, const char*>{8, "0.200"}, {1, "0.010"}})
+        out << "bmm," << ms << ",NVIDIA A100-PCIE-40GB,p2.1.0,8902,ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_"
+               "stages_32x5_nn,8,1,8,1,"
+            << b << ",256,1,1,cu121,;x," << b << ",64,1024,1024,bf16\n";
+  }
+  const auto weights = t.path / "w";
+  const auto r = run_cli("train -q --family gemm_tc16 --data '" + csv.string() + "' --out '" +
+                         (weights / "nvidia/gemm_tc16").string() +
+                         "' --tiles rule --hidden 16,16 --epochs 100 --batch 16 --lr 3e-3 --seed 3");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string tag = "; validation MAPE as forecast ";
+  const auto at = r.out.find(tag);
+  REQUIRE(at != std::string::npos);
+  const double as_forecast = std::stod(r.out.substr(at + tag.size()));
+  // what eval kernels gives the rows: the BMM at 8 single GEMMs (the envelope binds), the single GEMM as fitted
+  const json j = parse_json(run_cli("eval kernels '" + csv.string() + "' --weights '" + weights.string() +
+                                    "' --format json"));
+  double bmm_ape = 0, single_ape = 100;
+  for (const auto& row : j["rows"]) {
+    const double ape = 100 * std::abs(double(row["predicted_ms"]) - double(row["measured_ms"])) /
+                       double(row["measured_ms"]);
+    if (double(row["measured_ms"]) > 0.1) bmm_ape = std::max(bmm_ape, ape);
+    else single_ape = std::min(single_ape, ape);
+  }
+  CHECK(bmm_ape > 40);
+  CHECK(single_ape < 5);
+  // the validation split holds rows of both shapes: its MAPE as forecast lies between the two
+  CHECK(as_forecast > 10);
+  CHECK(as_forecast < bmm_ape);
+}
+
 TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "[cli][train]") {
   temp_dir t;
   const auto out = (t.path / "nvidia/layernorm").string();
