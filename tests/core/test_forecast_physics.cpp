@@ -25,6 +25,14 @@ using namespace ns;
 
 namespace {
 
+// the kernels of a list of (what, kernel) pairs
+template <class List>
+std::vector<kernel> kernels_of(const List& ks) {
+  std::vector<kernel> v;
+  for (const auto& [what, k] : ks) v.push_back(k);
+  return v;
+}
+
 struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
@@ -906,11 +914,7 @@ TEST_CASE("tiny tensor-core GEMMs and attention kernels are never forecast below
         {"fp8 1x1x1 GEMM with activation quantisation", fp8_quant},
         {"decode attention, batch 1, one head, 1 cached token", decode_kernel(f, 1, 1, 1, 1, 64, gpu)},
         {"prefill attention, batch 1, one head, 1 token", attention_kernel(f, "sdpa", 1, 1, 1, 1, 64, gpu)}};
-    const auto t = f.seconds([&] {
-      std::vector<kernel> v;
-      for (const auto& [what, k] : ks) v.push_back(k);
-      return v;
-    }(), gpu);
+    const auto t = f.seconds(kernels_of(ks), gpu);
     for (size_t i = 0; i < ks.size(); ++i) {
       const family fam = *family_of(ks[i].second);
       const tile_model m = weights_load(ns_test::source_dir / "weights/nvidia" / std::string(family_name(fam)));
@@ -956,11 +960,7 @@ TEST_CASE("no neusight kernel forecast is faster than its roofline floor (large 
         {"bf16 LM head GEMV 1 x 4096 x 128256", gemm_kernel(1, 4096, 128256, "bf16")},
         {"bf16 GEMV 8 x 4096 x 28672", gemm_kernel(8, 4096, 28672, "bf16")},
         {"bf16 GEMM 8192 x 8192 x 8192", gemm_kernel(8192, 8192, 8192, "bf16")}};
-    const auto t = f.seconds([&] {
-      std::vector<kernel> v;
-      for (const auto& [what, k] : ks) v.push_back(k);
-      return v;
-    }(), gpu);
+    const auto t = f.seconds(kernels_of(ks), gpu);
     for (size_t i = 0; i < ks.size(); ++i) {
       const double floor = roofline_floor_seconds(ks[i].second, gpu);
       INFO(name << " " << ks[i].first << ": " << t[i] * 1e6 << " us, roofline floor " << floor * 1e6 << " us ("
