@@ -726,7 +726,12 @@ end
 local function floor_of(r)
   local floor_s, total = r.floor_s, 0
   if type(floor_s) ~= "table" then return nil end
-  for name in pairs(r.family_s or {}) do
+  -- summed in name order: pairs' order varies between Lua states (a per-state hash seed), and a sum's last bit with it
+  -- (the same forecast's p10 differed in its last digit from run to run where it sat at the floor)
+  local names = {}
+  for name in pairs(r.family_s or {}) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
     local v = floor_s[name]
     if type(v) == "number" and v > 0 and v < math.huge then total = total + v end
   end
