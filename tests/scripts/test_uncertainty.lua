@@ -119,6 +119,42 @@ function T.test_engine_band_a_family_drawn_under_its_own_floor_is_not_clamped()
   assert(one.p10 >= 0.9 and one.p90 >= 0.9, "one family: its floor is the whole floor " .. one.p10)
 end
 
+-- The whole floor is summed in one order whatever the order pairs() walks the families in (a per-state hash seed and
+-- the table's history set it): a p10 held at the floor is the same to the bit. The family tables below hold the same
+-- six families, built with different histories; their pairs() sums differ in the last bit in almost every Lua state
+-- (checked: at least two distinct sums in 198 of 200 states), and where they do the bands must not.
+function T.test_engine_band_floor_is_the_same_whatever_order_the_families_are_walked_in()
+  local names = { "gemm_tc16", "attention_prefill", "layernorm", "elementwise", "softmax", "attention_decode" }
+  local floors = { gemm_tc16 = 0.3, attention_prefill = 0.6, layernorm = 0.9, elementwise = 9e-16, softmax = 2.1,
+    attention_decode = 1 }
+  local q = {}
+  for _, n in ipairs(names) do q[n] = SLOW end
+  local function built(pad, rot)  -- the same keys, another history: a larger hash part, another insertion order
+    local t = {}
+    for i = 1, pad do t["pad" .. i] = 1 end
+    for i = 0, #names - 1 do t[names[(i + rot) % #names + 1]] = 1 end
+    for i = 1, pad do t["pad" .. i] = nil end
+    return t
+  end
+  local sums, p10 = {}, {}
+  for pad = 0, 64, 4 do
+    for rot = 0, 5 do
+      local family_s = built(pad, rot)
+      local s = 0
+      for n in pairs(family_s) do s = s + floors[n] end
+      local b = band_of(family_s, floors, q)
+      assert(b.p10 >= 4.9 * (1 - 1e-12), "the p10 sits at the 4.9 s floor: " .. b.p10)
+      sums[string.format("%a", s)] = true
+      p10[string.format("%a", b.p10)] = true
+    end
+  end
+  local n_sums, n_p10 = 0, 0
+  for _ in pairs(sums) do n_sums = n_sums + 1 end
+  for _ in pairs(p10) do n_p10 = n_p10 + 1 end
+  assert(n_p10 == 1, ("%d different p10s from one forecast (%d different pairs() sums of its floors)"):format(n_p10,
+    n_sums))
+end
+
 -- A table's spread above 1 widens the quantiles about their median: the low side is held to the forecast's floor
 -- after it too.
 function T.test_engine_band_low_side_is_held_to_the_floor_whatever_the_spread()
