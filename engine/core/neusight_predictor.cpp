@@ -387,10 +387,11 @@ class neusight_predictor final : public predictor {
 
   struct piece_use {
     size_t kernel = 0, piece = 0;  // indices in the priced list (the kernels, then the pieces)
-    double count = 0;              // how many such pieces the kernel is
+    double count = 0;              // how many such pieces the kernel is: its b
   };
 
-  // `all`: `kernels`, then the pieces of those of a sub-additive family; `uses`: which kernel is how many of which.
+  // `all`: `kernels`, then the one piece (1, m, n, k) of each distinct BMM of a sub-additive family; `uses`: which
+  // kernel is how many of which.
   void gemm_pieces(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu, std::vector<kernel_instance>& all,
                    std::vector<piece_use>& uses) const {
     const auto dims = [](const kernel& k) {
@@ -413,10 +414,9 @@ class neusight_predictor final : public predictor {
     };
     struct pending {
       size_t kernel, whole, piece;
-      double count;
     };
     std::vector<pending> pend;
-    std::map<std::string, size_t> first;  // a kernel's shape and costs → the first such kernel (its pieces are its)
+    std::map<std::string, size_t> first;  // a kernel's shape and costs → the first such kernel (its piece is theirs)
     std::vector<std::pair<size_t, size_t>> same;  // a kernel, the earlier one of its shape and costs
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
@@ -433,14 +433,14 @@ class neusight_predictor final : public predictor {
       const size_t whole = shape(k);
       kernel p = k;  // the batch split: b single GEMMs
       p.b = 1;
-      pend.push_back({i, whole, shape(p), double(k.b)});
+      pend.push_back({i, whole, shape(p)});
     }
     if (pend.empty()) return;
     std::vector<kernel*> ks;
     for (kernel& c : costed) ks.push_back(&c);
     pieces_(ks, gpu);
     all = kernels;
-    std::map<size_t, std::vector<std::pair<size_t, double>>> of;  // a first kernel → its pieces in `all`, counts
+    std::map<size_t, size_t> piece_of;  // a first kernel → its piece in `all`
     for (const pending& q : pend) {
       const kernel& k = kernels[q.kernel].k;
       const kernel &w = costed[q.whole], &c = costed[q.piece];
@@ -448,13 +448,11 @@ class neusight_predictor final : public predictor {
       p.k = c;
       p.k.flops = k.flops * (c.flops / w.flops), p.k.bytes = k.bytes * (c.bytes / w.bytes);
       p.k.weight_bytes = k.weight_bytes, p.k.act_quant = k.act_quant;
-      of[q.kernel].emplace_back(all.size(), q.count);
-      uses.push_back({q.kernel, all.size(), q.count});
+      piece_of[q.kernel] = all.size();
+      uses.push_back({q.kernel, all.size(), double(k.b)});
       all.push_back(std::move(p));
     }
-    for (const auto& [i, earlier] : same)
-      if (auto it = of.find(earlier); it != of.end())
-        for (const auto& [piece, count] : it->second) uses.push_back({i, piece, count});
+    for (const auto& [i, earlier] : same) uses.push_back({i, piece_of.at(earlier), double(kernels[i].k.b)});
   }
 
   std::vector<double> price(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
