@@ -919,9 +919,10 @@ int app_main(int argc, char** argv) {
     // a flag given twice: CLI11 says "--gpu: At Most 1 required but received 2"; say what happened and what to do
     // (the values go in one flag; a list, where the flag takes one, is one comma-separated value)
     if (const std::string what = e.what(); dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
-      const auto colon = what.find(": At Most 1 required but received ");
+      constexpr std::string_view twice = ": At Most 1 required but received ";
+      const auto colon = what.find(twice);
       if (colon != std::string::npos && what.rfind("--", 0) == 0) {
-        const std::string flag = what.substr(0, colon), times = what.substr(colon + 34);
+        const std::string flag = what.substr(0, colon), times = what.substr(colon + twice.size());
         std::fprintf(stderr,
                      "neusight: command line: %s given %s times: give it once (where it takes a list, as one "
                      "comma-separated value: %s A,B)\n",

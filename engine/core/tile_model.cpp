@@ -89,15 +89,31 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
+namespace {
+// the manifest's names of wave_share, in the enum's order: the one list (name, parse, names)
+constexpr std::array<std::pair<wave_share, std::string_view>, 3> wave_share_table = {
+    {{wave_share::fair_share, "fair_share"}, {wave_share::sm_share, "sm_share"}, {wave_share::sm_persist, "sm_persist"}}};
+}  // namespace
+
 std::string_view wave_share_name(wave_share s) {
-  return s == wave_share::sm_persist ? "sm_persist" : s == wave_share::sm_share ? "sm_share" : "fair_share";
+  for (const auto& [v, name] : wave_share_table)
+    if (v == s) return name;
+  return "fair_share";
 }
 
 std::optional<wave_share> wave_share_parse(std::string_view s) {
-  if (s == "fair_share") return wave_share::fair_share;
-  if (s == "sm_share") return wave_share::sm_share;
-  if (s == "sm_persist") return wave_share::sm_persist;
+  for (const auto& [v, name] : wave_share_table)
+    if (name == s) return v;
   return std::nullopt;
+}
+
+const std::vector<std::string>& wave_share_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& [v, name] : wave_share_table) out.emplace_back(name);
+    return out;
+  }();
+  return names;
 }
 
 wave_share wave_share_trained(family f) {

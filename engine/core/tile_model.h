@@ -113,6 +113,8 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
 enum class wave_share { fair_share, sm_share, sm_persist };
 std::string_view wave_share_name(wave_share s);
 std::optional<wave_share> wave_share_parse(std::string_view s);
+// The manifest's names of every wave_share (fair_share, sm_share, sm_persist), for messages.
+const std::vector<std::string>& wave_share_names();
 // What `neusight train` gives a family's new weights: sm_persist for gemm_tc16, fair_share otherwise (gemm_fp8 included).
 wave_share wave_share_trained(family f);
 // The waves the network sees (its log2(W) feature, and W / shown × the tile time in its first): 1 under sm_persist for

@@ -240,10 +240,14 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   if (const auto* pw = t.get("partial_wave")) {
     const auto v = pw->value<std::string>();
     const auto share = v ? wave_share_parse(*v) : std::nullopt;
-    if (!share)
-      throw error(r.at(*pw) + ": 'partial_wave' must be \"fair_share\", \"sm_share\" or \"sm_persist\" (how a partial wave shares the "
-                  "bandwidth, engine/core/tile_model.h)" +
-                  (v ? text_did_you_mean(*v, std::vector<std::string>{"fair_share", "sm_share", "sm_persist"}) : std::string()));
+    if (!share) {
+      const auto& names = wave_share_names();
+      std::string one_of;
+      for (size_t i = 0; i < names.size(); ++i)
+        one_of += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + names[i] + "\"");
+      throw error(r.at(*pw) + ": 'partial_wave' must be " + one_of + " (how a partial wave shares the bandwidth, "
+                  "engine/core/tile_model.h)" + (v ? text_did_you_mean(*v, names) : std::string()));
+    }
     m.partial_wave = *share;
   }
   // The activation quantisation stage (tile_model.h quant_stage): required for gemm_fp8 (weights from before it
