@@ -556,13 +556,10 @@ function M.graph(r, opts)
     return branch ~= dtype and branch or nil
   end
 
-  -- the residual adds: fp32 under autocast (the fp32 stream plus the 16-bit o_proj / down_proj output, or plus a MoE
-  -- block's fp32 sum: `branch`)
-  local function residual_attrs(branch) return N.residual_attrs(g, branch) end -- (neusight.nodes)
   local function layer(p, kv, sparse)
     rms_norm(p .. ".input_layernorm", xs, h, stream)
     attention(p .. ".self_attn", kv)
-    add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+    add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, N.residual_attrs(g))
     rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     local m = p .. ".mlp"
     local branch
@@ -573,7 +570,7 @@ function M.graph(r, opts)
       swiglu(m, tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj"), { b, s, I }, I)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
-    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs(branch))
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, N.residual_attrs(g, branch))
   end
 
   N.embed_tokens(g, x, V)

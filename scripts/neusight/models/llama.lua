@@ -417,9 +417,6 @@ function M.graph(r, opts, moe)
   -- an op on autocast's fp32 list (softmax) or fed an fp32 operand (the mask add: HF's causal mask is in the fp32
   -- inputs_embeds' dtype) under autocast runs in fp32; `add_as(attn32, ...)`
   local attn32 = g.autocast and "fp32" or dtype
-  -- residual + the branch (neusight.nodes residual_attrs): `branch` its dtype under autocast (nil: the 16-bit output
-  -- of o_proj / down_proj; "fp32": a MoE block's final_hidden_states, zeros in the fp32 stream's dtype)
-  local function residual_attrs(branch) return N.residual_attrs(g, branch) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -501,10 +498,10 @@ function M.graph(r, opts, moe)
     -- the residual adds: fp32 under autocast (add takes its widest input, the fp32 stream)
     if r.sandwich then -- Gemma2: the attention output normed before the residual add, the MLP's input after it
       rms_norm(p .. ".post_attention_layernorm", xs, h)
-      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, N.residual_attrs(g))
       rms_norm(p .. ".pre_feedforward_layernorm", xs, h, stream)
     else
-      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, residual_attrs())
+      add_as(stream, "add", p .. ".attn_residual", { xs, xs }, xs, 0, N.residual_attrs(g))
       rms_norm(p .. ".post_attention_layernorm", xs, h, stream)
     end
     local m = p .. ".mlp"
@@ -520,7 +517,7 @@ function M.graph(r, opts, moe)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
     if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
-    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, residual_attrs(branch))
+    add_as(stream, "add", p .. ".mlp_residual", { xs, xs }, xs, 0, N.residual_attrs(g, branch))
   end
 
   N.embed_tokens(g, x, V)

@@ -448,7 +448,7 @@ end
 local function block(ctx, p)
   local g, r, opts = ctx.g, ctx.r, ctx.opts
   local moe = r.moe
-  local nodes, add = g.nodes, g.add
+  local nodes, add, add_as = g.nodes, g.add, ctx.add_as
   local h, E, k = r.h, moe.E, moe.k
   local n = ctx.b * ctx.s -- tokens routed on this rank (the whole sequence: sequence parallel gathers it first)
   local m = p .. "." .. moe.module
@@ -481,30 +481,30 @@ local function block(ctx, p)
     if rows == 0 then return end
     local from = #nodes + 1
     add("nonzero", e .. ".where", { { k, n } }, { 2, rows })
-    N.add_as(g, stream, "index", e .. ".current_state", { flat, { rows } }, { rows, h })
+    add_as(stream, "index", e .. ".current_state", { flat, { rows } }, { rows, h })
     M.replicate(nodes, from, per)
   end
   local function combine(e, rows, per) -- × routing_weights[top_x, idx], final.index_add_(0, top_x, ·)
     if rows == 0 then return end
     local from = #nodes + 1
     local y = { rows, h }
-    N.add_as(g, stream, "index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
-    N.add_as(g, stream, "mul", e .. ".weighted", { y, { rows, 1 } }, y, 0, { input_dtypes = N.mixed(g, "dtype", "fp32") })
-    N.add_as(g, stream, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
+    add_as(stream, "index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
+    add_as(stream, "mul", e .. ".weighted", { y, { rows, 1 } }, y, 0, { input_dtypes = N.mixed(g, "dtype", "fp32") })
+    add_as(stream, "index_add", e .. ".index_add", { y, { rows }, flat }, y)
     M.replicate(nodes, from, per)
   end
 
   -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
   g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
-  if opts.training and moe.jitter > 0 then N.add_as(g, stream, "mul", m .. ".jitter", { flat, flat }, flat) end
+  if opts.training and moe.jitter > 0 then add_as(stream, "mul", m .. ".jitter", { flat, flat }, flat) end
   N.autocast_cast(g, m .. ".gate.input_cast", flat)
   add("linear", m .. ".gate", { flat }, { n, E }, h * E, { bias = false })
   local probs = { n, E }
-  ctx.add_as("fp32", "softmax", m .. ".routing_softmax", { probs }, probs)        -- F.softmax(dtype=torch.float)
-  ctx.add_as("fp32", "topk", m .. ".topk", { probs }, top)
+  add_as("fp32", "softmax", m .. ".routing_softmax", { probs }, probs)        -- F.softmax(dtype=torch.float)
+  add_as("fp32", "topk", m .. ".topk", { probs }, top)
   if moe.norm_topk then
-    ctx.add_as("fp32", "sum", m .. ".topk_sum", { top }, { n, 1 })
-    ctx.add_as("fp32", "div", m .. ".topk_norm", { top, { n, 1 } }, top)
+    add_as("fp32", "sum", m .. ".topk_sum", { top }, { n, 1 })
+    add_as("fp32", "div", m .. ".topk_norm", { top, { n, 1 } }, top)
   end
   if ctx.upcast and not g.autocast then
     add("cast", m .. ".routing_weights.to_dtype", { top }, top, 0, { from = "fp32" })
@@ -512,7 +512,7 @@ local function block(ctx, p)
   if grouped then
     M.grouped_experts(g, experts, m, n, k, E, h, I)
   else
-    N.add_as(g, stream, "zeros", m .. ".final_hidden_states", {}, flat)
+    add_as(stream, "zeros", m .. ".final_hidden_states", {}, flat)
     local mask = { E, k, n }
     add("one_hot", m .. ".expert_mask", { top }, mask)
     add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
@@ -528,7 +528,7 @@ local function block(ctx, p)
     add("sigmoid", m .. ".shared_expert_gate.sigmoid", { col }, col)
     add("mul", m .. ".shared_expert_gated", { col, flat }, flat)
     -- the experts' fp32 sum plus the bf16 gated shared expert: fp32 under autocast
-    N.add_as(g, stream, "add", m .. ".shared_expert_add", { flat, flat }, flat, 0,
+    add_as(stream, "add", m .. ".shared_expert_add", { flat, flat }, flat, 0,
       { input_dtypes = N.mixed(g, "fp32", "dtype") })
   end
   g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs",
@@ -541,21 +541,21 @@ local function aux_loss(ctx, sparse_layers)
   local opts, r = ctx.opts, ctx.r
   if not opts.training or opts.loss == false or sparse_layers == 0 then return end
   local g, E, k = ctx.g, r.moe.E, r.moe.k
-  local add = g.add
+  local add, add_as = g.add, ctx.add_as
   local T = sparse_layers * ctx.b * ctx.s
   local logits, top = { T, E }, { T, k }
   add("contiguous", "router_aux_loss.cat", { logits }, logits)                       -- torch.cat(gate_logits)
   -- under torch.autocast the gate's logits are bf16 and softmax is on autocast's fp32 list: the routing weights and
   -- what follows them are fp32 (F.softmax's kernel reads the bf16 logits: priced at the node's 4 bytes, an over-count)
   local probs = g.autocast and "fp32" or g.dtype
-  N.add_as(g, probs, "softmax", "router_aux_loss.softmax", { logits }, logits)
-  N.add_as(g, probs, "topk", "router_aux_loss.topk", { logits }, top)
+  add_as(probs, "softmax", "router_aux_loss.softmax", { logits }, logits)
+  add_as(probs, "topk", "router_aux_loss.topk", { logits }, top)
   add("one_hot", "router_aux_loss.expert_mask", { top }, { T, k, E })
   add("mean", "router_aux_loss.tokens_per_expert", { { T, k, E } }, { k, E }, 0,    -- expert_mask.float().mean(0)
     { elem_bytes = K.index_bytes, no_grad = true })
-  N.add_as(g, probs, "mean", "router_aux_loss.router_prob_per_expert", { logits }, { E })
-  N.add_as(g, probs, "mul", "router_aux_loss.product", { { k, E }, { 1, E } }, { k, E })
-  N.add_as(g, probs, "sum", "router_aux_loss.sum", { { k, E } }, { 1 })
+  add_as(probs, "mean", "router_aux_loss.router_prob_per_expert", { logits }, { E })
+  add_as(probs, "mul", "router_aux_loss.product", { { k, E }, { 1, E } }, { k, E })
+  add_as(probs, "sum", "router_aux_loss.sum", { { k, E } }, { 1 })
 end
 
 --- Builds the op graph of one forward pass (llama.graph with the MoE block in the sparse layers).

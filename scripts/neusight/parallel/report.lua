@@ -150,10 +150,11 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   local out = {}
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
+  -- the ZeRO stage where it shards (data-parallel training: neusight.parallel.zero active_stage); elsewhere it has no
+  -- effect and is not said
+  local zero = Z.active_stage(plan)
   local kernels = j.kernels .. " kernels" .. (j.sequence_parallel and ", sequence parallel" or "")
-    -- (only where it shards: data-parallel training, as neusight.parallel.zero shards; elsewhere it has no effect)
-    .. (not (plan.training and j.dp > 1) and "" or j.zero >= 2 and fmt(", ZeRO-%d", j.zero)
-      or j.distributed_optimizer and ", distributed optimizer" or "")
+    .. (zero >= 2 and fmt(", ZeRO-%d", zero) or zero == 1 and ", distributed optimizer" or "")
     .. (j.recompute ~= "none" and ", " .. j.recompute .. " recomputation" or "")
   add("\nparallel  dp %d x tp %d x pp %d%s = %d GPUs (%d node(s) x %d), %d microbatch(es) of %d, schedule %s%s, %s\n",
     j.dp, j.tp, j.pp, j.ep > 1 and fmt(" (ep %d)", j.ep) or "", j.world, c.nodes, c.gpus_per_node, j.microbatches,
@@ -187,7 +188,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
           fullest.state_gb) or "")
   end
   local first = result.devices[1]
-  if first and Z.active_stage(plan) == 3 then
+  if first and zero == 3 then
     add("data-parallel ZeRO-3 parameter all-gathers (before each layer's forward and backward) and gradient "
       .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,
@@ -196,7 +197,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
     -- (ZeRO-2 reduce-scatters the buckets after every microbatch's backward: neusight.parallel.timeline)
     add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB%s on stage 0, %.3f ms exposed%s\n",
       j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
-      first.buckets, j.bucket_mb, (j.zero == 2 and j.microbatches > 1 and plan.training)
+      first.buckets, j.bucket_mb, (zero == 2 and j.microbatches > 1)
         and fmt(" per microbatch (ZeRO-2: %d microbatches)", j.microbatches) or "", first.dp_exposed * ms,
       j.overlap_grad_reduce and " (overlapped with backward)" or " (after backward)")
   end
