@@ -158,7 +158,7 @@ function M.problem(g)
   if pcie and link and g.interconnect ~= "none" and link < pcie then
     return fmt("key 'interconnect_bw_gbps' = %g is below pcie_bw_gbps (%g): a GPU link (%s) carries more than the PCIe "
       .. "slot (RTX 3090's NVLink 112.5 vs 32, H100 900 vs 64; scripts/neusight/gpu_check.lua): GB/s, not TB/s? (a "
-      .. "what-if part: say so, what_if = \"…\")", link, pcie, tostring(g.interconnect), pcie), "interconnect_bw_gbps"
+      .. "what-if part: say so, what_if = \"…\")", link, pcie, tostring(g.interconnect)), "interconnect_bw_gbps"
   end
   local matrix = num(g, "peak_fp32_matrix_tflops")
   if fp32 and matrix then
