@@ -84,6 +84,17 @@ local function num(g, key)
   return type(v) == "number" and v > 0 and v or nil
 end
 
+-- The message when `key`'s value `v` over another key's value `by` lies outside `range` (real parts' span, with room);
+-- nil when it lies inside. `per`: what the ratio is, a format taking `by`; `examples`: real parts' ratios; `hint`: the
+-- likely typo.
+local function per_unit(key, v, by, per, range, examples, hint)
+  local lo, hi = range[1], range[2]
+  local ratio = v / by
+  if not (ratio < lo or ratio > hi) then return nil end
+  return fmt("key '%s' = %g is %.3g " .. per .. ": real GPUs have %g–%g (%s; scripts/neusight/gpu_check.lua): %s (a "
+    .. "what-if part: say so, what_if = \"…\")", key, v, ratio, by, lo, hi, examples, hint)
+end
+
 --- What is impossible about GPU `g` (its fields as the engine's view has them: num_sm, cores_per_sm, boost_clock_mhz,
 --- compute_capability, the peak_*_tflops), and the key it is about: message, key; nil when nothing is.
 ---@param g table
@@ -124,23 +135,15 @@ function M.problem(g)
   end
   local bw = num(g, "mem_bw_gbps")
   if fp32 and bw then
-    local lo, hi = M.BW_PER_FP32_TFLOP[1], M.BW_PER_FP32_TFLOP[2]
-    local per = bw / fp32
-    if per < lo or per > hi then
-      return fmt("key 'mem_bw_gbps' = %g is %.3g GB/s per fp32 TFLOP/s (peak_fp32_tflops %g): real GPUs have %g–%g "
-        .. "(L40S 9.4, H100 50, B300 107; scripts/neusight/gpu_check.lua): a digit dropped or added? (a what-if part: "
-        .. "say so, what_if = \"…\")", bw, per, fp32, lo, hi), "mem_bw_gbps"
-    end
+    local problem = per_unit("mem_bw_gbps", bw, fp32, "GB/s per fp32 TFLOP/s (peak_fp32_tflops %g)",
+      M.BW_PER_FP32_TFLOP, "L40S 9.4, H100 50, B300 107", "a digit dropped or added?")
+    if problem then return problem, "mem_bw_gbps" end
   end
   local mem = num(g, "mem_gb")
   if sm and mem then
-    local lo, hi = M.MEM_GB_PER_SM[1], M.MEM_GB_PER_SM[2]
-    local per = mem / sm
-    if per < lo or per > hi then
-      return fmt("key 'mem_gb' = %g is %.3g GB per SM (num_sm %d): real GPUs have %g–%g (RTX 4090 0.19, H100 0.61, "
-        .. "B300 1.8; scripts/neusight/gpu_check.lua): memory in GB (1e9 bytes), not MB or MiB, with no digit dropped? "
-        .. "(a what-if part: say so, what_if = \"…\")", mem, per, sm, lo, hi), "mem_gb"
-    end
+    local problem = per_unit("mem_gb", mem, sm, "GB per SM (num_sm %d)", M.MEM_GB_PER_SM,
+      "RTX 4090 0.19, H100 0.61, B300 1.8", "memory in GB (1e9 bytes), not MB or MiB, with no digit dropped?")
+    if problem then return problem, "mem_gb" end
   end
   local gen, pcie = num(g, "pcie_gen"), num(g, "pcie_bw_gbps")
   if gen and pcie then
@@ -155,7 +158,7 @@ function M.problem(g)
   if pcie and link and g.interconnect ~= "none" and link < pcie then
     return fmt("key 'interconnect_bw_gbps' = %g is below pcie_bw_gbps (%g): a GPU link (%s) carries more than the PCIe "
       .. "slot (RTX 3090's NVLink 112.5 vs 32, H100 900 vs 64; scripts/neusight/gpu_check.lua): GB/s, not TB/s? (a "
-      .. "what-if part: say so, what_if = \"…\")", link, pcie, tostring(g.interconnect), pcie), "interconnect_bw_gbps"
+      .. "what-if part: say so, what_if = \"…\")", link, pcie, tostring(g.interconnect)), "interconnect_bw_gbps"
   end
   local matrix = num(g, "peak_fp32_matrix_tflops")
   if fp32 and matrix then

@@ -175,18 +175,29 @@ TEST_CASE("fp8 inference: only the Linear GEMMs run in fp8, every other kernel a
   }
 }
 
+namespace {
+const std::string fp8_slower = "forecast slower than the same GEMM in bf16";
+
+// `command` with --dtype fp8: says its GEMMs are slower than in bf16 and advises `advice`; with --dtype bf16 says
+// neither. Its fp8 forecast.
+json fp8_slower_said(const std::string& command, const std::string& advice) {
+  const json p = run_json(command + " --dtype fp8");
+  CHECK(warned(p["warnings"], fp8_slower));
+  CHECK(warned(p["warnings"], advice));
+  CHECK_FALSE(warned(run_json(command + " --dtype bf16")["warnings"], fp8_slower));
+  return p;
+}
+}  // namespace
+
 // fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, naming the measured kernel and --weight-dtype
 // fp8 (tester7 P3: B200 is in gemm_fp8's training set, so no other warning said it): predict and serve.
 TEST_CASE("fp8: GEMMs forecast slower than in bf16 are said by predict and serve", "[cli][quant]") {
-  const std::string said = "forecast slower than the same GEMM in bf16";
   const std::string decode = "predict --model llama3_8b --gpu b200 --mode decode --batch 1 --context 1024 --launch graph";
-  const json p = run_json(decode + " --dtype fp8");
-  CHECK(warned(p["warnings"], said));
-  CHECK(warned(p["warnings"], "--weight-dtype fp8 with --dtype bf16"));
-  CHECK_FALSE(warned(run_json(decode + " --dtype bf16")["warnings"], said));
-  CHECK_FALSE(warned(run_json(decode + " --dtype fp8 --predictor roofline")["warnings"], said));  // bytes halve
+  fp8_slower_said(decode, "--weight-dtype fp8 with --dtype bf16");
+  // the roofline predictor: the bytes halve, nothing is slower
+  CHECK_FALSE(warned(run_json(decode + " --dtype fp8 --predictor roofline")["warnings"], fp8_slower));
   const json s = run_json("serve --model llama3_8b --gpu b200 --batch 1 --input-len 512 --output-len 8 --dtype fp8");
-  CHECK(warned(s["warnings"], said));
+  CHECK(warned(s["warnings"], fp8_slower));
 }
 
 // A mixture of experts' grouped expert GEMMs (BMMs) are among the fp8 GEMMs compared, in predict's decode and serve's
@@ -210,11 +221,7 @@ TEST_CASE("fp8: grouped expert GEMMs are compared with bf16 by predict and serve
 // DeepSeek-V2, V2-Lite and V3 fp8 training forecast slower than bf16 with only the out-of-data warning), advising
 // --dtype bf16 (training takes no --weight-dtype).
 TEST_CASE("fp8: training GEMMs forecast slower than in bf16 are said by predict", "[cli][quant]") {
-  const std::string said = "forecast slower than the same GEMM in bf16";
-  const std::string train = "predict --model bert --gpu h100 --mode train --batch 2 --seq 128";
-  const json p = run_json(train + " --dtype fp8");
-  CHECK(warned(p["warnings"], said));
-  CHECK(warned(p["warnings"], "compare with --dtype bf16"));
+  const json p = fp8_slower_said("predict --model bert --gpu h100 --mode train --batch 2 --seq 128",
+                                 "compare with --dtype bf16");
   CHECK_FALSE(warned(p["warnings"], "--weight-dtype fp8 with --dtype bf16"));
-  CHECK_FALSE(warned(run_json(train + " --dtype bf16")["warnings"], said));
 }

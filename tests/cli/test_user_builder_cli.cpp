@@ -55,12 +55,20 @@ const char* const fields_line =
 
 const char* const flags = " --gpu h100 --mode inference --batch 2 --seq 64 --dtype bf16 --predictor roofline --format json";
 
+// A temporary directory `t` whose s/ holds the builder with FIELDS, given as `scripts` (" --scripts DIR").
+struct with_builder {
+  temp_dir t;
+  std::string scripts;
+  with_builder() {
+    t.write("s/neusight/models/tinyfalcon.lua", builder(fields_line));
+    scripts = " --scripts " + quoted((t.path / "s").string());
+  }
+};
+
 }  // namespace
 
-TEST_CASE("a user model builder: a misspelt config field is an error at its line", "[cli][builder]") {
-  temp_dir t;
-  t.write("s/neusight/models/tinyfalcon.lua", builder(fields_line));
-  const std::string scripts = " --scripts " + quoted((t.path / "s").string());
+TEST_CASE_METHOD(with_builder, "a user model builder: a misspelt config field is an error at its line",
+                 "[cli][builder]") {
   const auto good = t.write("w/good.lua", "return {\n  model = { arch = 'tinyfalcon', name = 'tf', hidden_size = 256,\n"
                                           "    num_hidden_layers = 2, num_attention_heads = 4, multi_query = true },\n"
                                           "  gpu = 'h100', mode = 'inference', batch = 2, seq = 64,\n}\n");
@@ -86,10 +94,8 @@ TEST_CASE("a user model builder: a misspelt config field is an error at its line
                    "FIELDS") != std::string::npos);
 }
 
-TEST_CASE("a user model builder's HF entry adds a config.json model_type", "[cli][builder][hf]") {
-  temp_dir t;
-  t.write("s/neusight/models/tinyfalcon.lua", builder(fields_line));
-  const std::string scripts = " --scripts " + quoted((t.path / "s").string());
+TEST_CASE_METHOD(with_builder, "a user model builder's HF entry adds a config.json model_type",
+                 "[cli][builder][hf]") {
   const auto cfg = t.write("tf/config.json", "{\n  \"model_type\": \"tinyfalcon\",\n  \"hidden_size\": 256,\n"
                                              "  \"num_attention_heads\": 4,\n  \"layer_norm_epsilon\": 1e-5,\n"
                                              "  \"architectures\": [\"FalconForCausalLM\"]\n}\n");
@@ -145,13 +151,12 @@ TEST_CASE("a user model builder's HF entry adds a config.json model_type", "[cli
                    "layer_norm_epsilon)") != std::string::npos);
 }
 
-TEST_CASE("search skips the layouts a user builder cannot shard and ranks the others", "[cli][builder][search]") {
+TEST_CASE_METHOD(with_builder, "search skips the layouts a user builder cannot shard and ranks the others",
+                 "[cli][builder][search]") {
   // a builder without tensor_parallel: its tp > 1 layouts are settings it cannot run (neusight.infeasible), as a model
   // function's are; the search used to stop at the first of them with that error
-  temp_dir t;
-  t.write("s/neusight/models/tinyfalcon.lua", builder(fields_line));
   const auto cfg = t.write("tf/config.json", R"({"model_type": "tinyfalcon", "hidden_size": 256, "num_attention_heads": 4})");
-  const auto r = run_cli("search --scripts " + quoted((t.path / "s").string()) + " --model " + quoted(cfg.string()) +
+  const auto r = run_cli("search" + scripts + " --model " + quoted(cfg.string()) +
                          " --gpu h100 --gpus 4 --batch 8 --seq 64 --dtype bf16 --predictor roofline --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);

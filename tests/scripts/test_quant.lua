@@ -345,6 +345,16 @@ function T.test_fp8_inference_keeps_activations_in_bf16()
   eq(workload.kv_cache_bytes(kv8.nodes) * 2, workload.kv_cache_bytes(default.nodes), "half the default bf16 cache")
 end
 
+-- precision.fp8_gemm_warning of `gemms` whose bf16 twins are priced `bf16_seconds`: the warning and the twins it asked for.
+local function fp8_warning_asking(gemms, bf16_seconds)
+  local asked
+  local w = require("neusight.precision").fp8_gemm_warning(gemms, function(twins)
+    asked = twins
+    return bf16_seconds
+  end)
+  return w, asked
+end
+
 -- fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, once, naming the measured kernel gemm_fp8 is
 -- fitted on and --weight-dtype fp8 (tester7 P3); each distinct forward fp8 Linear shape is priced once in bf16, a
 -- weight-only or bf16 GEMM not at all.
@@ -358,11 +368,7 @@ function T.test_fp8_gemms_slower_than_bf16_are_said()
       weight_bytes = 0.5 },
     { node = "attn", kind = "attention", dtype = "fp8", seconds = 1e-5, launches = 32 },
   }
-  local asked
-  local w = precision.fp8_gemm_warning(gemms, function(twins)
-    asked = twins
-    return { 316.0e-6, 10e-6 }
-  end)
+  local w, asked = fp8_warning_asking(gemms, { 316.0e-6, 10e-6 })
   eq(#asked, 2, "two distinct fp8 Linear shapes")
   eq(asked[1].dtype, "bf16", "priced in bf16")
   eq(asked[1].k, 128256, "of the same shape")
@@ -381,17 +387,12 @@ end
 -- said "all fp8 GEMMs 1.467 ms, 0.904 ms in bf16" of its attention Linears while its expert GEMMs took 21.4 ms in fp8
 -- against 11.1 in bf16 (TPOT 25.4 ms against bf16's 14.6).
 function T.test_fp8_grouped_expert_gemms_are_compared()
-  local precision = require "neusight.precision"
   local gemms = {
     { node = "o_proj", kind = "gemm", dtype = "fp8", b = 1, m = 16, n = 4096, k = 2048, seconds = 11e-6, launches = 48 },
     { node = "experts.down_proj", kind = "bmm", dtype = "fp8", b = 82, m = 2, n = 768, k = 2048, seconds = 190e-6,
       launches = 48 },
   }
-  local asked
-  local w = precision.fp8_gemm_warning(gemms, function(twins)
-    asked = twins
-    return { 6e-6, 72e-6 }
-  end)
+  local w, asked = fp8_warning_asking(gemms, { 6e-6, 72e-6 })
   eq(#asked, 2, "the Linear and the grouped expert GEMM")
   eq(asked[2].kind, "bmm", "the expert GEMM's twin is a BMM")
   eq(asked[2].bytes, K.bmm(82, 2, 768, 2048, "bf16").bytes, "of its shape in bf16")
