@@ -311,6 +311,34 @@ function T.test_zero_fits_names_the_least_stage_that_fits()
   eq(pp.zero_fits, nil, "pp 2: only zero 1 could be suggested, and it does not fit")
 end
 
+-- Outside data-parallel training a ZeRO stage has no effect (neusight.parallel.zero active_stage; the workload warns
+-- so): the report says nothing of sharding (no "sharded over dp" on the state line, JSON distributed_optimizer false,
+-- the stage as asked in JSON zero) and, with no gradients, no gradient-reduction line; data-parallel training says both.
+function T.test_report_says_no_sharding_outside_data_parallel_training()
+  local nodes, times = graph(4, 1e6, 1e6)
+  for _, mode in ipairs { "inference", "prefill", "decode", "train" } do
+    for z = 0, 3 do
+      local training = mode == "train"
+      local plan = P.plan(P.normalize { dp = 2, zero = z }, H100,
+        { batch = 8, dtype = "bf16", mode = mode, precision = "amp" })
+      plan.memory = memory.context { nodes = nodes, training = training, mode = mode,
+        state = precision.state(plan.precision, training and "adam" or "none", training) }
+      local r = P.report(plan, P.timeline(plan, nodes, times))
+      local what = mode .. " zero " .. z
+      local sharded = training and z >= 1
+      eq(r.table:find("sharded over dp 2", 1, true) ~= nil, sharded, what .. ": the state line's sharding")
+      eq(r.table:find("data-parallel gradient reduce-scatter and parameter all-gather", 1, true) ~= nil,
+        training and (z == 1 or z == 2), what .. ": the reduce-scatter line")
+      eq(r.table:find("data-parallel gradient all-reduce", 1, true) ~= nil, training and z == 0,
+        what .. ": the all-reduce line")
+      eq(r.table:find("ZeRO-3 parameter all-gathers", 1, true) ~= nil, training and z == 3, what .. ": the ZeRO-3 line")
+      eq(r.json.distributed_optimizer, sharded, what .. ": JSON distributed_optimizer")
+      eq(r.figures.distributed_optimizer, sharded, what .. ": figures' distributed_optimizer")
+      eq(r.json.zero, z, what .. ": JSON zero, as asked")
+    end
+  end
+end
+
 -- search's no-fit hint names what the stage shards (zero.shards) and the layouts it runs with (config.zero_refusal)
 function T.test_zero_help_says_what_the_stage_shards_and_where_it_runs()
   local S = require "neusight.search"

@@ -106,7 +106,9 @@ function M.json(plan, result, lean)
     microbatches = int(plan.microbatches, "microbatches"), schedule = plan.schedule,
     virtual_stages = int(plan.virtual_stages, "virtual_stages"), kernels = plan.kernels, recompute = plan.recompute,
     sequence_parallel = plan.sequence_parallel and true or false,
-    distributed_optimizer = Z.optimizer_sharded(plan),
+    -- whether the optimizer is sharded: only in data-parallel training (neusight.parallel.zero active_stage; elsewhere
+    -- a --zero or distributed_optimizer has no effect, as the workload's warning says); zero: the stage as asked
+    distributed_optimizer = Z.active_stage(plan) >= 1,
     zero = int(Z.stage(plan), "zero"),
     world = int(plan.world, "world"), micro_batch = int(plan.micro_batch, "micro_batch"),
     bucket_mb = num(plan.bucket_mb, "bucket_mb"), overlap_grad_reduce = plan.overlap_grad_reduce and true or false,
@@ -175,8 +177,8 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
-    (j.distributed_optimizer and j.dp > 1) and fmt("; %smaster + optimizer sharded over dp %d%s",
-      j.zero >= 3 and "weights + gradients + " or j.zero == 2 and "gradients + " or "", j.dp,
+    zero >= 1 and fmt("; %smaster + optimizer sharded over dp %d%s",
+      zero >= 3 and "weights + gradients + " or zero == 2 and "gradients + " or "", j.dp,
       j.ep > 1 and fmt(", the experts' over dp / ep = %d", PM.optimizer_shards(plan, "edp")) or "") or "")
   -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU (the most memory in all: state
   -- plus activations and the rest), that one's state (memory.state_gb), worded so the two do not read as a contradiction
@@ -193,10 +195,10 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
       .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,
       (first.zero_gathered or 0) / 1e9)
-  elseif j.dp > 1 and first then
+  elseif plan.training and j.dp > 1 and first then -- (no gradients to reduce outside training)
     -- (ZeRO-2 reduce-scatters the buckets after every microbatch's backward: neusight.parallel.timeline)
     add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB%s on stage 0, %.3f ms exposed%s\n",
-      j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
+      zero >= 1 and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
       first.buckets, j.bucket_mb, (zero == 2 and j.microbatches > 1)
         and fmt(" per microbatch (ZeRO-2: %d microbatches)", j.microbatches) or "", first.dp_exposed * ms,
       j.overlap_grad_reduce and " (overlapped with backward)" or " (after backward)")
