@@ -250,11 +250,14 @@ end
 
 --- The fp8 (W8A8) GEMMs of a forecast that are forecast slower than the same GEMM in bf16, said once (tester7 P3), or
 --- nil. `gemms`: its kernels as { node, kind, dtype, b, m, n, k, weight_bytes, seconds (per launch), launches }; the
---- forward fp8 Linears and BMMs among them (weight-only ones aside; the BMMs are a mixture of experts' grouped expert
---- GEMMs, left out before 2026-11-29, so "all fp8 GEMMs" of Qwen3-30B-A3B's decode on an H100 said 1.5 ms in fp8
---- against 0.9 in bf16 while the expert GEMMs alone were 21.4 against 11.1) are priced as K.linear / K.bmm of their
---- shape in bf16 by
+--- forward fp8 Linears and BMMs among them (weight-only ones aside) — every fp8 GEMM gemm_fp8 prices, which is what the
+--- warning speaks of — are priced as K.linear / K.bmm of their shape in bf16 by
 --- `price(twins)` → seconds per twin (ns.predict with the forecast's GPU and predictor), each distinct shape once.
+--- Which BMMs are fp8 is neusight.workload fp8_dtypes' rule (only parameter-holding Linear and grouped-expert GEMMs
+--- keep fp8): a mixture of experts' grouped expert GEMMs (left out before 2026-11-29, so "all fp8 GEMMs" of
+--- Qwen3-30B-A3B's decode on an H100 said 1.5 ms in fp8 against 0.9 in bf16 while the expert GEMMs alone were 21.4
+--- against 11.1); eager attention's QKᵀ and ·V run in bf16 there and never reach this. Any fp8 BMM that does is
+--- compared alike: it is priced by gemm_fp8 as the rest are.
 --- gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel rows, which are slower than bf16
 --- F.linear at most shapes (B200 73.7 %, GB200 73.6 %, B300 72.9 %, GB300 74.7 %, L40S 50.7 %, RTX PRO 6000 46.0 %
 --- of the shapes both were measured at: ../shared/data/aiconfigurator/*/gemm.csv): a forecast faithful to that kernel
@@ -264,7 +267,7 @@ end
 function M.fp8_gemm_warning(gemms, price, mode)
   local twins, shapes, by_key = {}, {}, {}
   for _, g in ipairs(gemms) do
-    local bmm = g.kind == "bmm" -- a mixture of experts' grouped expert GEMMs (b experts' rows at once)
+    local bmm = g.kind == "bmm" -- a batched fp8 GEMM (in a workload: grouped expert GEMMs, b experts' rows at once)
     if (bmm or g.kind == "gemm" and (g.b or 1) == 1) and g.dtype == "fp8" and not g.weight_bytes and g.m and g.n
       and g.k and (not bmm or g.b) then
       local key = (bmm and g.b .. "x" or "") .. g.m .. "x" .. g.n .. "x" .. g.k

@@ -403,6 +403,29 @@ function T.test_fp8_grouped_expert_gemms_are_compared()
     true), w)
 end
 
+-- What the fp8-slower warning covers: every fp8 GEMM gemm_fp8 prices (its text is of that fit), batched ones alike, so
+-- an fp8 BMM that is not an expert GEMM is compared too; in a workload only the Linear and grouped-expert GEMMs are
+-- fp8 (neusight.workload fp8_dtypes), so eager attention's QKᵀ and ·V (bf16) never reach it.
+function T.test_fp8_warning_covers_every_fp8_gemm_and_eager_attention_is_bf16()
+  local w, asked = fp8_warning_asking({
+    { node = "custom.bmm", kind = "bmm", dtype = "fp8", b = 64, m = 512, n = 64, k = 512, seconds = 30e-6, launches = 2 },
+  }, { 20e-6 })
+  eq(#asked, 1, "the fp8 BMM is compared") eq(asked[1].kind, "bmm", "as a BMM")
+  assert(w and w:find("1 of the 1 fp8 GEMM shapes", 1, true), w)
+  local b = workload.build(workload.normalize { model = "gpt2_med", gpu = "h100", mode = "inference", batch = 2,
+    seq = 128, dtype = "fp8", attention = "eager" })
+  local matmuls, linears = 0, 0
+  for _, n in ipairs(b.nodes) do
+    if n.attrs and n.attrs.core_attention and n.op == "matmul" then
+      matmuls = matmuls + 1
+      eq(n.dtype, "bf16", n.name .. ": eager attention's matmul runs in bf16 under fp8")
+    elseif (n.op == "linear" or n.op == "addmm") and n.dtype == "fp8" then
+      linears = linears + 1
+    end
+  end
+  eq(matmuls, 2, "QKᵀ and ·V") assert(linears > 0, "the Linears are fp8")
+end
+
 -- fp8 training whose forward GEMMs are forecast slower than in bf16 is said too (matrix sweep: bert, DeepSeek-V2/V3
 -- and V2-Lite fp8 training forecast slower than bf16 with only the out-of-data warning), advising --dtype bf16, not
 -- --weight-dtype (inference only); predict saying it is tests/cli/test_quant_cli.cpp's.
