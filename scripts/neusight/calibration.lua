@@ -138,7 +138,7 @@ end
 --- low side: allowed = floor × p10 / forecast (neusight.uncertainty band of `r`, at most 1). Without a band (the
 --- roofline predictor) the floor itself, to M.below_floor's rounding. Returns the message or nil. `what`, `measured_s`,
 --- `floors`, `gpu`, `r` as floor_warning's; `band` the band of `r` (nil: none).
---- The p10 is the band as drawn (M.band(r, true)'s p10_drawn), not the band predict shows, whose quantiles are held
+--- The p10 is the band as drawn (its p10_drawn: an error without one), not the band predict shows, whose quantiles are held
 --- to the same floor (neusight.uncertainty floor_of): that one's p10 is never below the floor, so its low side would
 --- shrink the slack to nothing exactly where the forecast sits at its floor (a long-context decode: 1 % of it instead
 --- of 21 %), the floor bounding its own error. What the slack is for, the floor's overcount, is the forecast's error
@@ -148,7 +148,11 @@ function M.floor_refusal(what, measured_s, floors, gpu, r, band)
   local floor = F.kernel_floor(r or {}, floors)
   if not F.below_floor(measured_s, floor) then return nil end
   local low, why = 1, "no uncertainty band to allow for"
-  local p10 = band and (band.p10_drawn or band.p10)
+  if band and type(band.p10_drawn) ~= "number" then
+    error("calibration floor_refusal: the band has no p10_drawn (neusight.uncertainty band's p10 as drawn, before the "
+      .. "floor); its p10 is held to the floor and would leave no slack", 0)
+  end
+  local p10 = band and band.p10_drawn
   if p10 and type(r.latency_s) == "number" and r.latency_s > 0 then
     low = math.min(1, p10 / r.latency_s)
     why = fmt("the forecast's p10 as drawn, before the floor, is %.1f %% below it", 100 * (1 - low))
@@ -209,7 +213,7 @@ function M.fit(r) return (fit_of(r, "this workload")) end
 function fit_of(r, what)
   local U = require("neusight.uncertainty")
   -- physics first: a measurement the GPU cannot reach is refused before any fit
-  local band = U.band(r, true)  -- with the low side as drawn: the slack of M.floor_refusal
+  local band = U.band(r)  -- its p10_drawn, the low side as drawn: the slack of M.floor_refusal
   local refused = M.floor_refusal(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu, r, band)
   if refused then error(refused, 0) end
   local parts, other, total = parts_of(r)
@@ -347,7 +351,7 @@ function M.fit_trace(r)
   -- of their own forecast
   local what = fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0)
   local kept = setmetatable({ latency_s = t_all, family_s = family_s }, { __index = r })
-  local refused = M.floor_refusal(what, m_all, floors, r.gpu, kept, (U.band(kept, true)))
+  local refused = M.floor_refusal(what, m_all, floors, r.gpu, kept, (U.band(kept)))
   if refused then error(refused, 0) end
   warnings[#warnings + 1] = floor_warning(what, m_all, floors, r.gpu)
   for _, name in ipairs(names) do

@@ -756,8 +756,9 @@ end
 --- the table's `spread` (fitted on the table's forecasts): the table's part takes the spread draw by draw, then the
 --- fallback's draws are added. Without them (every NVIDIA forecast) the band is the table's alone, as before.
 --- The quantiles are held to the whole roofline floor (Σ r.floor_s.<family>, floor_of) after the spread, the draws are
---- not (the file's header: why); `with_drawn`: the result's p10_drawn is the band's p10 without the floor (the
---- calibration's slack under the floor: scripts/neusight/calibration.lua floor_refusal).
+--- not (the file's header: why); the result's p10_drawn is the band's p10 without the floor (the calibration's slack
+--- under the floor: scripts/neusight/calibration.lua floor_refusal), always there, so no caller gets the floored p10
+--- in its place.
 --- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share (time neither drawn from the
 --- table nor from the fallback's errors), fallback_share (the kernel time the roofline priced for want of weights),
 --- fallback_families, fallback_covered (those drawn from the fallback's errors), unmeasured, out_of_distribution (boolean),
@@ -765,8 +766,7 @@ end
 --- borrowed_from (the table's vendor when it is not the GPU's: the band is that vendor's folds), warnings, source }
 --- or nil and why there is no band.
 ---@param r table
----@param with_drawn boolean?
-function M.band(r, with_drawn)
+function M.band(r)
   local p, why = M.parts(r)
   if not p then return nil, why end
   local fb_s = 0  -- the fallback's families with errors of their own: drawn apart, below
@@ -834,7 +834,7 @@ function M.band(r, with_drawn)
   for _, part in ipairs(p.fallback_parts) do covered[#covered + 1] = part.name end
   return {
     p10 = lat * q(0.10), p50 = lat * p50, p90 = lat * q(0.90),
-    p10_drawn = with_drawn and lat * drawn(0.10) or nil,
+    p10_drawn = lat * drawn(0.10),
     spread = spread,
     unmodelled_share = (p.other - fb_s) / p.total,
     fallback_covered = covered,

@@ -84,14 +84,27 @@ local function band_of(family_s, floor_s, q, spread)
     gpu = { name = "Test-GPU", vendor = "nvidia", architecture = "hopper", num_sm = 132, mem_bw_gbps = 3350 },
     uncertainty = { format_version = 2, levels = { 0.1, 0.5, 0.9 }, spread = spread, families = families },
     uncertainty_source = "test.toml" }
-  return U.band(r, true), r
+  return U.band(r), r
 end
 
 local SLOW = { math.log(0.5), math.log(0.6), math.log(0.7) }  -- the forecast 1.4-2x the measured: draws 0.5-0.7
 local EXACT = { 0, 0, 0 }
 
+-- The calibration's floor slack reads the band's p10 as drawn (neusight.uncertainty band carries it always: its test
+-- below): a band without one is an error, never the floored p10 in its place (which leaves no slack where the forecast
+-- sits at its floor).
+function T.test_calibration_floor_slack_needs_the_drawn_p10()
+  local C = require "neusight.calibration"
+  local floors, r = { gemm_tc16 = 0.9 }, { latency_s = 1.0 }
+  local within = C.floor_refusal("test", 0.85, floors, nil, r, { p10 = 0.9, p10_drawn = 0.6 })
+  assert(within == nil, "0.85 s is within the drawn band's slack under the 0.9 s floor: " .. tostring(within))
+  local ok, err = pcall(C.floor_refusal, "test", 0.85, floors, nil, r, { p10 = 0.9, p50 = 1.0, p90 = 1.2 })
+  assert(not ok and tostring(err):find("calibration floor_refusal: the band has no p10_drawn", 1, true),
+    "a band without p10_drawn: " .. tostring(err))
+end
+
 -- The band's quantiles are held to the whole roofline floor (a physically impossible time is no quantile); the low side
--- as drawn stays for the calibration's slack (p10_drawn).
+-- as drawn stays for the calibration's slack (p10_drawn, in every band: band_of asks for no more than U.band(r)).
 function T.test_engine_band_quantiles_are_held_to_the_whole_floor()
   local held = band_of({ gemm_tc16 = 1 }, { gemm_tc16 = 0.9 }, { gemm_tc16 = SLOW })
   assert(held.p10 >= 0.9 and held.p50 >= 0.9 and held.p90 >= 0.9, "every quantile at or above the floor " .. held.p10)
