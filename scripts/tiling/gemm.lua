@@ -348,12 +348,17 @@ M.families = {
 -- "tilesize<A>x<B>" order (A along the out-features), which M.parse reads back.
 M.tensor_dtypes = { bf16 = true, fp16 = true, tf32 = true, fp8 = true }
 
-local TC_TILES = {
-  mma_sync = { { 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 } },
-  wgmma = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } },
-  umma = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } },
+-- Each tile set: its tiles and unsplit_k, the longest reduction its 16-bit GEMMs run unsplit (tc_split_k, below:
+-- why these numbers). One table, so a set cannot have one and lack the other.
+local TC_SETS = {
+  mma_sync = { unsplit_k = 1536,
+    tiles = { { 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 } } },
+  wgmma = { unsplit_k = 2048,
+    tiles = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } } },
+  umma = { unsplit_k = 2048,
+    tiles = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } } },
 }
-M.tc_tiles = TC_TILES
+M.tc_sets = TC_SETS
 
 -- Architecture → tensor-core tile set (prefix of the predicted kernel name). An architecture missing here
 -- has no tensor-core GEMM rule: an error, as for the FP32 rules.
@@ -385,7 +390,7 @@ end
 -- the datacenter Blackwells (B200 / B300 / GB200 / GB300, bf16, m 32 and 128, out-features 1024 and 4096: B200 m 32 ×
 -- 1024 2.84 / 3.56 / 4.30 / 4.92 µs at K 512 / 1024 / 1536 / 2048, then 4.96 at 2560 and a lower slope) and up to
 -- K = 1536 on the L40S and RTX PRO 6000 (mma.sync kernels: L40S m 32 × 1024 3.89 / 5.80 / 7.82 µs at 512 / 1024 /
--- 1536, 5.83 at 2048; RTX PRO 6000 7.91 -> 5.00). So per tile set the longest unsplit reduction TC_UNSPLIT_K: a GEMM
+-- 1536, 5.83 at 2048; RTX PRO 6000 7.91 -> 5.00). So per tile set the longest unsplit reduction (TC_SETS unsplit_k): a GEMM
 -- whose output tiles leave SMs idle splits only if K is longer, and then into slices no longer than it, as far as
 -- the SMs allow. Splitting every small output down to 256-element slices (the rule before) gave Qwen3-30B-A3B's
 -- expert gate (K 2048, split 8) and down projection (K 768, split 3) the same 96 CTAs and features, and forecasts
@@ -397,14 +402,13 @@ end
 -- after the information runs, gemm_tc16 LOGO 15.06 -> 13.33, every fold better). fp8 keeps the fill-the-SMs split
 -- (tc_split): the data suggest vLLM's CutlassFP8ScaledMMLinearKernel does not split, but never splitting (run D) cost
 -- the RTX PRO 6000 fold 11.7 points, so gemm_fp8 keeps its rule and its fair-share base.
-local TC_UNSPLIT_K = { mma_sync = 1536, umma = 2048, wgmma = 2048 }
-M.tc_unsplit_k = TC_UNSPLIT_K
 M.tc_fill_split = { fp8 = true } -- tensor-core dtypes that keep the fill-the-SMs split (tc_split)
 local function tc_split_k(tiles, s, set, dtype)
   if M.tc_fill_split[dtype] then return tc_split(tiles, s) end
-  local longest = TC_UNSPLIT_K[set]
+  local longest = set.unsplit_k
   if tiles >= s.sm or s.n <= longest then return 1 end
-  return math.max(1, math.min(s.sm // tiles, cdiv(s.n, longest)))
+  -- (both at least 1 here: tiles < sm, and n > longest gives 2 slices or more)
+  return math.min(s.sm // tiles, cdiv(s.n, longest))
 end
 
 -- Architectures without tensor cores: their 16-bit GEMMs are SIMT kernels (Pascal's half2 hgemm), which neither these
@@ -448,11 +452,20 @@ local function tc_select(s, gpu, dtype)
     end
     unknown_architecture(gpu, "tensor-core GEMM", M.tc_families, "tc_families")
   end
+  local set = TC_SETS[fam.set]
+  if type(set) ~= "table" or type(set.tiles) ~= "table" or type(set.unsplit_k) ~= "number" then
+    local known = {}
+    for name in pairs(TC_SETS) do known[#known + 1] = name end
+    table.sort(known)
+    error(fmt("scripts/tiling/gemm.lua: M.tc_families.%s names the tile set '%s', which TC_SETS (its tiles and "
+      .. "unsplit_k) %s (sets: %s)", tostring(arch), tostring(fam.set), set == nil and "does not have"
+      or "has without both", table.concat(known, ", ")), 0)
+  end
   local best, best_cost, best_split
-  for _, t in ipairs(TC_TILES[fam.set]) do
+  for _, t in ipairs(set.tiles) do
     local tm, tn = t[1], t[2]
     local tiles = s.b * cdiv(s.m, tm) * cdiv(s.k, tn)
-    local split = tc_split_k(tiles, s, fam.set, dtype)
+    local split = tc_split_k(tiles, s, set, dtype)
     local waves = cdiv(tiles * split, s.sm)
     local eff = math.min(1, tm * tn / (tm + tn) / TC_REUSE_FULL)
     local cost = waves * tm * tn * cdiv(s.n, split) / eff

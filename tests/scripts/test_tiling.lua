@@ -267,6 +267,27 @@ local function tc(g, b, m, n, k, dtype)
   return gemm.select({ family = b > 1 and "bmm" or "linear", b = b, m = m, n = n, k = k, dtype = dtype or "bf16" }, g)
 end
 
+-- A tile set's tiles and longest unsplit reduction are one table (gemm.tc_sets): a family naming a set it lacks, or a
+-- set without both, is an error naming the set and the file, not Lua's "attempt to compare number with nil".
+function T.test_tensor_core_tile_set_is_one_table()
+  local fam, set = gemm.tc_families.hopper, gemm.tc_sets.wgmma
+  local function refused(want)
+    local ok, err = pcall(tc, H100, 1, 1, 4096, 4096)
+    eq(ok, false, "refused") eq(tostring(err):find(want, 1, true) ~= nil, true, tostring(err))
+  end
+  local ok, err = pcall(function()
+    gemm.tc_families.hopper = { set = "wgmma2", prefix = fam.prefix }
+    refused("scripts/tiling/gemm.lua: M.tc_families.hopper names the tile set 'wgmma2', which TC_SETS (its tiles and "
+      .. "unsplit_k) does not have (sets: mma_sync, umma, wgmma)")
+    gemm.tc_families.hopper = fam
+    gemm.tc_sets.wgmma = { tiles = set.tiles }
+    refused("names the tile set 'wgmma', which TC_SETS (its tiles and unsplit_k) has without both")
+  end)
+  gemm.tc_families.hopper, gemm.tc_sets.wgmma = fam, set -- the module's tables, shared with the other tests
+  if not ok then error(err, 0) end
+  eq(tc(H100, 1, 1, 4096, 4096).split, 2, "restored")
+end
+
 function T.test_tensor_core_tiles()
   -- A large GEMM fills the GPU many times over with the largest tiles and needs no split.
   local big = tc(H100, 1, 8192, 8192, 8192)
@@ -278,10 +299,10 @@ function T.test_tensor_core_tiles()
   eq(pm, big.tile_m, "parse(tile_m)")
   eq(pk, big.tile_k, "parse(tile_k)")
   -- Decode-shaped GEMM (one token, 4096 x 4096): too few output tiles for 132 SMs and a reduction longer than the
-  -- longest the data runs unsplit (tc_unsplit_k), so it is split into slices no longer than that.
+  -- longest the data runs unsplit (tc_sets.wgmma.unsplit_k), so it is split into slices no longer than that.
   local gemv = tc(H100, 1, 1, 4096, 4096)
   local tiles = math.ceil(1 / gemv.tile_m) * math.ceil(4096 / gemv.tile_k)
-  eq(gemv.split, 2, "decode GEMM is split-K, into slices of at most tc_unsplit_k.wgmma")
+  eq(gemv.split, 2, "decode GEMM is split-K, into slices of at most tc_sets.wgmma.unsplit_k")
   eq(tiles * gemv.split <= 132, true, "split-K never exceeds one wave")
   eq(gemv.kernel:find("_splitk" .. gemv.split, 1, true) ~= nil, true, "split in the kernel name")
   eq(tc(H100, 1, 1, 16384, 4096).split, 8, "K 16384: 8 slices of 2048")
@@ -310,7 +331,7 @@ function T.test_tensor_core_tiles()
   local f8 = tc(H100, 1, 1, 4096, 4096, "fp8")
   local f8tiles = math.ceil(1 / f8.tile_m) * math.ceil(4096 / f8.tile_k)
   eq(f8.split, math.min(132 // f8tiles, 4096 // gemm.tc_min_slice), "fp8 decode GEMM fills the SMs")
-  eq(f8.split > 2, true, "fp8 splits further than bf16 (slices of tc_min_slice, not tc_unsplit_k)")
+  eq(f8.split > 2, true, "fp8 splits further than bf16 (slices of tc_min_slice, not unsplit_k)")
   local gate = tc(H100, 1, 64, 2048, 768, "fp8")
   eq(gate.split, math.min(132 // (math.ceil(64 / gate.tile_m) * math.ceil(768 / gate.tile_k)), 2048 // gemm.tc_min_slice),
     "fp8 at K 2048 (no bf16 split there) still split to fill the SMs")
