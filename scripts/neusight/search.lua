@@ -86,14 +86,14 @@ end
 ---@return string?
 function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
---- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero shards) and the
+--- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero roles) and the
 --- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line.
 ---@return string
 function M.zero_help(stage)
-  local shards = require("neusight.parallel.zero").shards({ training = true, dp = 2, zero = stage }, 2)
+  local sharded = require("neusight.parallel.zero").roles(stage)
   local roles = {}
   for _, r in ipairs({ { "weights", "parameters" }, { "gradients", "gradients" }, { "optimizer", "optimizer state" } }) do
-    if shards[r[1]] > 1 then roles[#roles + 1] = r[2] end
+    if sharded[r[1]] then roles[#roles + 1] = r[2] end
   end
   local what = #roles > 1 and table.concat(roles, ", ", 1, #roles - 1) .. " and " .. roles[#roles] or roles[1] or "nothing"
   local refusal, only = require("neusight.parallel.config").zero_refusal, {}

@@ -40,17 +40,24 @@ function M.stage(plan) return plan.zero or 0 end
 --- neusight.parallel.config; the report's JSON distributed_optimizer says this).
 function M.optimizer_sharded(plan) return M.stage(plan) >= 1 end
 
+--- Whether a ZeRO stage can shard in this run at all: data-parallel training (dp > 1); M.active_stage's test.
+function M.shardable(plan) return plan.training and plan.dp > 1 end
+
 --- The stage that shards in this run: the plan's in data-parallel training (dp > 1), else 0 (nothing to shard). The one
 --- test of whether ZeRO-3 runs (== 3: its units, their communication and transient bytes; neusight.parallel.timeline,
 --- memory, report) and whether the optimizer step is sharded (>= 1).
-function M.active_stage(plan) return plan.training and plan.dp > 1 and M.stage(plan) or 0 end
+function M.active_stage(plan) return M.shardable(plan) and M.stage(plan) or 0 end
 
 --- Over how many GPUs each role of the model state of parameters replicated over a group of `size` ranks is split
 --- under `plan`: { optimizer (master copies and moments), gradients, weights }, each `size` or 1.
 function M.shards(plan, size)
-  local z = M.active_stage(plan)
-  return { optimizer = z >= 1 and size or 1, gradients = z >= 2 and size or 1, weights = z >= 3 and size or 1 }
+  local r = M.roles(M.active_stage(plan))
+  return { optimizer = r.optimizer and size or 1, gradients = r.gradients and size or 1, weights = r.weights and size or 1 }
 end
+
+--- Which roles of the model state ZeRO stage `z` shards: { optimizer (master copies and moments, from stage 1),
+--- gradients (from 2), weights (3) }, each a boolean; M.shards' and search's no-fit hint's one rule.
+function M.roles(z) return { optimizer = z >= 1, gradients = z >= 2, weights = z >= 3 } end
 
 --- A stage's units in forward order: { params (per GPU, this tp shard's), fw, bw (seconds per microbatch: the unit's
 --- kernels, its in-graph collectives as the stage counts them, a recomputed forward in bw) }.
