@@ -148,8 +148,7 @@ end
 -- Read strictly: a string of one engine dtype name per input ("bf16,fp32"), so that a stray comma, an empty entry (which
 -- shifted the positions after it) or a misspelled name is an error naming the node and the entry, never bytes priced
 -- at a neighbour's dtype. Returns nil and what is wrong instead (M.check_input_dtypes).
-local function input_dtypes_read(node)
-  local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+local function input_dtypes_parse(node, given)
   local dtypes = {}
   if given == nil then return dtypes end
   local function bad(problem)
@@ -168,6 +167,20 @@ local function input_dtypes_read(node)
     return bad(("has %d entries for %d input(s) (one dtype per input, by position)"):format(#dtypes, #node.inputs))
   end
   return dtypes
+end
+
+-- Per node its last read (weak keys): { given, inputs (their count), dtypes, problem }, parsed again only when the
+-- string or the count of inputs changed. The array is shared: its readers (M.io_bytes, M.saved_inputs) only read it.
+local read_cache = setmetatable({}, { __mode = "k" })
+local function input_dtypes_read(node)
+  local given = type(node.attrs) == "table" and node.attrs.input_dtypes or nil
+  local c = read_cache[node]
+  if not (c and c.given == given and c.inputs == #node.inputs) then
+    local dtypes, problem = input_dtypes_parse(node, given)
+    c = { given = given, inputs = #node.inputs, dtypes = dtypes, problem = problem }
+    read_cache[node] = c
+  end
+  return c.dtypes, c.problem
 end
 
 local function input_dtypes(node)

@@ -24,14 +24,16 @@ local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = tr
 M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" } -- the bundled builders (for messages; a
 -- --scripts DIR adds its own as DIR/neusight/models/<arch>.lua, which require finds and this list does not name)
 
--- Where builder `arch` is, for messages: the bundled file's path, or the module's place on the script search path for
--- a builder of your own (--scripts DIR/neusight/models/<arch>.lua: not scripts/, which does not hold it).
-local function builder_file(arch)
+--- Where builder `arch` is, for messages: the bundled file's path, or the module's place on the script search path for
+--- a builder of your own (--scripts DIR/neusight/models/<arch>.lua: not scripts/, which does not hold it). The one
+--- wording (neusight.models.hf's messages too).
+function M.builder_file(arch)
   for _, a in ipairs(M.ARCHES) do
     if a == arch then return ("scripts/neusight/models/%s.lua"):format(arch) end
   end
   return ("neusight/models/%s.lua on the script search path"):format(tostring(arch))
 end
+local builder_file = M.builder_file
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -157,9 +159,8 @@ local CHECK = {
           return ("table field 'arch' = %q: scripts/neusight/models/%s.lua is not a model builder (no build "
             .. "function); bundled builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
         end
-        return ("table field 'arch' = %q names no model builder (no neusight/models/%s.lua on the script search path)%s; "
-          .. "bundled builders: %s")
-          :format(v.arch, v.arch, hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
+        return ("table field 'arch' = %q names no model builder (no %s)%s; bundled builders: %s")
+          :format(v.arch, M.builder_file(v.arch), hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
       end
       return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch)),
         v.arch ~= nil and "arch" or nil
@@ -1310,9 +1311,10 @@ function M.kv_cache_window(nodes)
 end
 
 -- A config table's keys against the fields its builder reads (README "Writing a model builder"): a builder lists them
--- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
--- bundled builders also check them in build(), with this message; a builder of your own (--scripts DIR/neusight/models/
--- <arch>.lua) that lists none is refused, since a misspelt field would reach its build() as nil, silently a default.
+-- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). This is
+-- the one check of M.FIELDS, the bundled builders' too (their build() does not repeat it); a builder of your own
+-- (--scripts DIR/neusight/models/<arch>.lua) that lists none is refused, since a misspelt field would reach its build()
+-- as nil, silently a default.
 local function fields_check(cfg, builder)
   local who = ("%s model '%s'"):format(tostring(cfg.arch), tostring(cfg.name or "?"))
   if type(builder.FIELDS) == "table" then

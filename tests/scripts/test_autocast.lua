@@ -472,6 +472,15 @@ function T.test_input_dtypes_are_read_strictly()
   raises(head .. "'bf16,fp32,fp32': has 3 entries for 2 input(s) (one dtype per input, by position)", rules.io_bytes,
     node("bf16,fp32,fp32"))
   raises(head .. "(a number): must be a string of comma-separated dtypes, one per input", rules.io_bytes, node(2))
+  -- read once per node and kept (neusight.rules): the same node read again after its string or its inputs changed
+  -- is read afresh, a fixed one's error comes back each time
+  local same = node("bf16,fp32")
+  eq(rules.io_bytes(same), 64 * 128 * (2 + 4 + 4), "first read")
+  same.attrs.input_dtypes = "fp16,fp16"
+  eq(rules.io_bytes(same), 64 * 128 * (2 + 2 + 4), "the string changed: read again")
+  same.inputs[3] = x
+  raises(head .. "'fp16,fp16': has 2 entries for 3 input(s) (one dtype per input, by position)", rules.io_bytes, same)
+  raises(head .. "'fp16,fp16': has 2 entries for 3 input(s) (one dtype per input, by position)", rules.io_bytes, same)
   -- the element-wise rules' check says it (the engine runs it on every node first and names the node's line)
   local add = load_op("add")
   eq(add.check(node("bf16,fp32")), nil, "check: a good one")

@@ -366,7 +366,8 @@ local function user_entry(model_type)
   local who = ("neusight/models/%s.lua: HF"):format(model_type)
   local hf = builder.HF
   if type(hf) ~= "table" then error(("%s must be a table (got %s)"):format(who, type(hf)), 0) end
-  local entry = { arch = model_type, file = ("neusight/models/%s.lua on the script search path"):format(model_type) }
+  -- (a model_type no bundled builder has: its file on the script search path, neusight.workload builder_file)
+  local entry = { arch = model_type, file = require("neusight.workload").builder_file(model_type) }
   for k, v in pairs(hf) do
     if not USER_ENTRY_KEYS[k] then
       local keys = {}
@@ -551,7 +552,7 @@ function M.from_config(t, path, nulls, lines)
         for i, a in ipairs(accepted) do shown[i] = type(a) == "string" and ("%q"):format(a) or tostring(a) end
         error(("%s: %s = %s is not modelled by the %s builder (%s builds %s only)")
           :format(at(k), k, type(v) == "string" and ("%q"):format(v) or tostring(v), entry.arch,
-                  entry.file or ("scripts/neusight/models/%s.lua"):format(entry.arch), table.concat(shown, " or ")), 0)
+                  entry.file or require("neusight.workload").builder_file(entry.arch), table.concat(shown, " or ")), 0)
       end
     end
   end
