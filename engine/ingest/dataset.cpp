@@ -280,6 +280,21 @@ std::optional<family> bench_family(const std::string& op) {
 }
 
 namespace {
+// The dtypes a vector (element-wise, softmax, layer-norm) row may be in: those scripts/collect measures them in
+// (scripts/collect/README.md --dtypes: element-wise, softmax, layer norm fp32/fp16/bf16; tf32 and fp8 are GEMM
+// dtypes). The one list: the row check and its message read it.
+const std::vector<std::string>& vector_row_dtypes() {
+  static const std::vector<std::string> names = {"fp32", "fp16", "bf16"};
+  return names;
+}
+
+// "a, b or c" of `names`, as the Dtype column's messages list them.
+std::string or_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t k = 0; k < names.size(); ++k) out += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
+  return out;
+}
+
 // What bench_load does per CSV file and bench_parse for one text: the three row formats, device resolution
 // (memoised per reader), filters and skip counts. Rows hold their GPU's index while d.gpus grows; finish() points
 // them into d.gpus.
@@ -355,15 +370,11 @@ void bench_reader::read_rows(const csv_table& t) {
       const bool gemm = *fam == family::bmm || *fam == family::linear;
       const std::string dtype = c_dtype == SIZE_MAX ? "fp32" : row[c_dtype];
       if (c_dtype != SIZE_MAX) dtype_spelling_check(dtype, t.where(i), "Dtype", false);
-      const auto& priced = matrix_dtypes();  // a GEMM row's dtypes: those a GEMM is priced in (core/roofline.h)
-      if (gemm ? std::find(priced.begin(), priced.end(), dtype) == priced.end()
-               : !(dtype == "fp32" || dtype == "fp16" || dtype == "bf16")) {
-        std::string gemm_dtypes;
-        for (size_t k = 0; k < priced.size(); ++k)
-          gemm_dtypes += (k == 0 ? "" : k + 1 == priced.size() ? " or " : ", ") + priced[k];
-        throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " +
-                    (gemm ? gemm_dtypes : std::string("fp32, fp16 or bf16")) + " (got '" + dtype + "')");
-      }
+      // a GEMM row's dtypes: those a GEMM is priced in (core/roofline.h); a vector row's: vector_row_dtypes
+      const auto& allowed = gemm ? matrix_dtypes() : vector_row_dtypes();
+      if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
+        throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " + or_list(allowed) + " (got '" +
+                    dtype + "')");
       if (gemm && dtype == "fp8") fam = family::gemm_fp8;
       else if (gemm && dtype != "fp32") fam = family::gemm_tc16;
       const auto gi = row_admit(d, t.where(i), resolve, excluded, only, *fam, row[c_dev]);
