@@ -336,6 +336,30 @@ function T.test_serving_budget_is_a_share_of_the_reported_memory()
     1, true), "without the figure: said")
 end
 
+-- predict's capacity never passes 95 % of the total the device reports (audit18): on an HBM part mem_gb is lower and
+-- stays (H100 80 of 79.1 GiB = 84.9e9), but an L4 reports 22.0 GiB = 23.6e9 bytes of its datasheet's "24 GB" (ECC on
+-- GDDR6), so a 23.78 GB run (Mixtral-8x7B int4 decode) was said to fit a GPU holding less than that in all.
+function T.test_capacity_stays_under_the_reported_memory()
+  eq(memory.capacity(80, 79.1), 80e9, "H100: mem_gb, under 95 % of 84.9e9")
+  eq(memory.capacity(24, 23.65), 24e9, "RTX 4090: 25.4e9 reported, mem_gb stays")
+  local l4 = 0.95 * 22.0 * 2 ^ 30
+  eq(memory.capacity(24, 22.0), l4, "L4: 95 % of 23.6e9 bytes, not 24e9")
+  eq(memory.capacity(24), 24e9, "no reported figure: mem_gb")
+  local c = { params = 1e9, state = { weights = 2, gradients = 0, master = 0, optimizer_state = 0 }, saved = { 0 },
+              temporary = { 0 }, count = { 1 }, names = { "x" }, training = false, kv_cache = 21.78e9, cublas = 0,
+              autocast_cache = 0, gpu_mem_gb = 24, gpu_reported_gib = 22.0, batch = 1, mode = "decode" }
+  local r = memory.single(c)  -- 23.78 GB
+  eq(r.fits, false, "23.78 GB does not fit an L4")
+  eq(r.memory.capacity_gb, l4 / 1e9, "JSON capacity_gb")
+  assert(r.warning:find("exceeds the GPU's 22.44 GB (95 % of the 22.00 GiB it reports; its datasheet's 24 GB is more "
+    .. "than that)", 1, true), r.warning)
+  assert(r.lines[1]:find("exceeds the GPU's 22.44 GB", 1, true), r.lines[1])
+  local p = memory.parallel({ { state = 23.78e9, activations = 0, temporary = 0, workspace = 0, kv_cache = 0 } }, 24,
+    "none", false, false, "decode", 22.0)
+  eq(p.fits, false, "a parallel run's stages too")
+  eq(p.memory.capacity_gb, l4 / 1e9, "its capacity_gb")
+end
+
 -- A parallel run's memory (neusight.memory parallel, from the timeline): what dominates the fullest GPU and the largest
 -- micro-batch that fits, dp and the microbatch count fixed, found against the same per-stage memory (the build's
 -- plan.memory.at_micro_batch: the graph rebuilt at that micro-batch, its memory the timeline's own).
