@@ -228,7 +228,7 @@ end
 --- neusight.workload checks a model function's declared parameters against. A linear or addmm holds one weight; a
 --- grouped_linear without a whole attrs.experts >= 1 is an error (ops/grouped_linear.lua's check refuses it too), not
 --- one expert: taking 1 undercounted E - 1 experts' weights.
-function M.gemm_weight_elems(nodes)
+local function gemm_weights(nodes, per_elem)
   local total = 0
   for _, n in ipairs(nodes) do
     if n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear" then
@@ -242,10 +242,26 @@ function M.gemm_weight_elems(nodes)
             :format(tostring(n.name), tostring(given)), 2)
         end
       end
-      if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) end
+      if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) * per_elem(n) end
     end
   end
   return total
+end
+function M.gemm_weight_elems(nodes)
+  return gemm_weights(nodes, function() return 1 end)
+end
+
+--- Bytes of the weight copies an amp recipe caches (neusight.precision caches_weights): each GEMM's weight at the
+--- dtype its node runs in where that is under 4 bytes, else at the `compute` dtype's. Under fp8 that is 1 byte for
+--- the Linear GEMMs Transformer Engine runs in fp8 and 2 for the LM head, which stays bf16 (neusight.workload
+--- fp8_dtypes; until audit18 its copy was counted at 1 byte: 0.53 GB short for Llama-3-8B); under torch.autocast
+--- every GEMM's copy is 16-bit.
+function M.weight_cache_bytes(nodes, compute)
+  local default = K.dtype_bytes(compute)
+  return gemm_weights(nodes, function(n)
+    local b = type(n.dtype) == "string" and K.dtype_bytes(n.dtype) or default
+    return b < 4 and b or default
+  end)
 end
 
 --- The context build() hands to the report and the timeline: per-node bytes, parameters, state layout, workspace.
@@ -256,7 +272,7 @@ function M.context(t)
   for _, n in ipairs(t.nodes) do params = params + (n.params or 0) * (n.count or 1) end
   local autocast = 0
   if t.training and t.recipe and precision.caches_weights(t.recipe) then
-    autocast = M.gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
+    autocast = M.weight_cache_bytes(t.nodes, t.recipe.compute)
   end
   local count, names = {}, {}
   for i, n in ipairs(t.nodes) do count[i], names[i] = n.count or 1, n.name end

@@ -3,6 +3,7 @@ local gpt = require "neusight.models.gpt"
 local llama = require "neusight.models.llama"
 local opt = require "neusight.models.opt"
 local memory = require "neusight.memory"
+local precision = require "neusight.precision"
 
 local t = require("neusight.testing").bind(load_op, make_node)
 local eq, near = t.eq, require("neusight.testing").near
@@ -37,6 +38,23 @@ function T.test_gemm_weight_elems_counts_every_expert_and_refuses_a_missing_coun
     assert(not ok and tostring(err):find("node 'g': grouped_linear needs attrs.experts", 1, true),
       "experts " .. tostring(attrs.experts) .. ": " .. tostring(err))
   end
+end
+
+-- The cached weight copies of an amp recipe (audit18): each GEMM's weight at its node's dtype — under fp8 the Linear
+-- GEMMs at 1 byte and the LM head, which stays bf16 (neusight.workload fp8_dtypes), at 2 (it was counted at 1); a
+-- 4-byte node (an fp32 GEMM under autocast) at the compute dtype's, as before.
+function T.test_weight_cache_counts_each_gemm_at_its_dtype()
+  local q = make_node { op = "linear", name = "q", dtype = "fp8", inputs = { { 2, 8, 16 } }, output = { 2, 8, 32 },
+                        count = 3 }
+  local head = make_node { op = "linear", name = "lm_head", dtype = "bf16", inputs = { { 2, 8, 16 } },
+                           output = { 2, 8, 100 } }
+  eq(memory.weight_cache_bytes({ q, head }, "fp8"), 3 * 16 * 32 * 1 + 16 * 100 * 2, "fp8 GEMMs 1 B, the bf16 head 2 B")
+  local f32 = make_node { op = "linear", name = "x", dtype = "fp32", inputs = { { 2, 8, 16 } }, output = { 2, 8, 32 } }
+  eq(memory.weight_cache_bytes({ f32 }, "bf16"), 16 * 32 * 2, "an fp32 node under autocast: the 16-bit copy")
+  local ctx = memory.context { nodes = { q, head }, training = true, mode = "train", batch = 1,
+    state = precision.state(precision.recipe("amp", "fp8", "autocast", "train"), "adam", true),
+    recipe = precision.recipe("amp", "fp8", "autocast", "train") }
+  eq(ctx.autocast_cache, 3 * 16 * 32 + 16 * 100 * 2, "the memory context's workspace cache")
 end
 
 function T.test_gpt2_fp32_eager_saved_bytes_per_layer_closed_form()
