@@ -233,7 +233,7 @@ int search_main(const search_flags& f) {
   // the same cluster): null when no layout had a parallel plan (--gpus 1, one microbatch, no recomputation)
   nlohmann::ordered_json cluster;
   std::string calibration_file;  // the GPU's calibration the forecasts applied ("" without one)
-  double gpu_mem_gb = 0;
+  double gpu_mem_gb = 0, gpu_mem_reported_gib = 0;  // the GPU file's (0: no mem_reported_gib)
   search_warnings warned;
   std::optional<std::vector<std::string>> calibration_notes;  // the calibration's model warning, once (first build)
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
@@ -424,7 +424,7 @@ int search_main(const search_flags& f) {
               const workload& w = *built;
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
-              gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.field<std::string>("dtype"), precision = w.field<std::string>("precision");
+              gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, gpu_mem_reported_gib = gpu.mem_reported_gib, dtype = w.field<std::string>("dtype"), precision = w.field<std::string>("precision");
               const calibration* cal = s.calibration_of(gpu, pred->name());
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
@@ -635,13 +635,21 @@ int search_main(const search_flags& f) {
     if (f.max_tp < f.gpus) helps.push_back(fmt::format("a larger --max-tp (now {})", f.max_tp));
     helps.push_back(fmt::format("more GPUs (--gpus, now {})", f.gpus));
     helps.push_back("a GPU with more memory (--gpu)");
+    // the capacity the layouts were held to (scripts/neusight/memory.lua capacity: mem_gb, at most 95 % of what the
+    // device reports), not the datasheet's GB where that is more (an L4's 24 GB of which it reports 22.0 GiB)
+    const double cap_gb = s.call("neusight.memory", "capacity",
+                                 {nlohmann::json(gpu_mem_gb), gpu_mem_reported_gib > 0 ? nlohmann::json(gpu_mem_reported_gib)
+                                                                                      : nlohmann::json()},
+                                 1, "")[0].get<double>() / 1e9;
     no_fit = fmt::format(
         "search: no layout of {} GPUs fits in memory: of the {} forecast{}, the least memory per GPU is {:.1f} GB (dp {} "
-        "tp {} pp {}{}{}), more than the {:.0f} GB of {}; what could help: {} (--all lists the layouts "
+        "tp {} pp {}{}{}), more than the {} GB of {}; what could help: {} (--all lists the layouts "
         "tried with their memory)",
         f.gpus, evaluated, evaluated == 1 ? "" : "s", least.memory_gb, least.dp, least.tp, least.pp,
         show_ep ? fmt::format(" ep {}", least.ep) : "",
-        training ? ", recompute " + least.recompute : "", gpu_mem_gb, gpu_name, fmt::join(helps, ", "));
+        training ? ", recompute " + least.recompute : "",
+        cap_gb < gpu_mem_gb ? fmt::format("{:.2f}", cap_gb) : fmt::format("{:.0f}", gpu_mem_gb), gpu_name,
+        fmt::join(helps, ", "));
   }
 
   // The ranking as scripts/neusight/search.lua renders it (format_table, format_json or format_csv, by --format): one

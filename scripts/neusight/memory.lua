@@ -26,10 +26,11 @@
 --                microbatches' (neusight.workload kv_cache_bytes); a pipeline stage its own layers'
 --                (neusight.parallel.timeline). Inference with HF's graph: the past_key_values its forward returns
 --                (neusight.nodes hf_cache).
--- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes. The
--- datasheets' GB are binary (an "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~7 % between
--- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's
--- fragmentation (typically a few GB at these sizes).
+-- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes, never
+-- more than M.REPORTED_SHARE of the total the device reports (M.budget_gb). The HBM datasheets' GB are binary (an
+-- "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~6 % between is left for what is not
+-- modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's fragmentation (typically a few GB
+-- at these sizes). GDDR parts with ECC on report less than their datasheet's GB (L4 22.0 GiB = 23.6e9 of "24 GB").
 local K = require "neusight.kernels"
 local precision = require "neusight.precision"
 local ipairs, pairs, type, tostring, pcall, max, floor, fmt = ipairs, pairs, type, tostring, pcall, math.max, math.floor,
@@ -40,20 +41,30 @@ local M = {}
 M.CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024 -- per stream
 M.STREAMS = 1
 M.GIB = 2 ^ 30
+--- The most of the total a device reports (its file's mem_reported_gib) that predict's capacity takes: a margin of at
+--- least 5 % for the uncounted (M.budget_gb). A choice, not a measurement: it sits under every shipped HBM part's
+--- mem_gb / reported ratio (0.938–0.945), so there mem_gb stays the capacity, and caps the GDDR parts with ECC
+--- (L4 22.44 GB, L40S 45.29, T4 15.05) to the same kind of margin.
+M.REPORTED_SHARE = 0.95
 
 --- The one memory-budget rule: the GB (1e9 bytes) a run may hold on a GPU of `mem_gb` (the datasheet's, the GPU file's
 --- mem_gb) that reports `reported_gib` GiB in all (the GPU file's optional mem_reported_gib; nil: not known) when it
 --- takes `utilization` of it.
---- * utilization nil (predict: one PyTorch process may allocate the whole GPU): mem_gb read as 1e9 bytes. The device
----   reports more (an H100 80GB 79.1 GiB = 84.9e9 bytes): the ~7 % between is the margin for what this file does not
+--- * utilization nil (predict: one PyTorch process may allocate the whole GPU): mem_gb read as 1e9 bytes. An HBM part
+---   reports more (an H100 80GB 79.1 GiB = 84.9e9 bytes): the ~6 % between is the margin for what this file does not
 ---   count — the CUDA context, NCCL buffers, the caching allocator's fragmentation — which
----   torch.cuda.max_memory_allocated, what the memory model forecasts, leaves out too.
+---   torch.cuda.max_memory_allocated, what the memory model forecasts, leaves out too. Never more than
+---   M.REPORTED_SHARE of reported_gib, where given: a GDDR part with ECC on reports less than its datasheet's GB (L4
+---   22.0 GiB = 23.6e9 bytes of "24 GB", L40S 44.4 GiB of 48, T4 14.75 of 16), so mem_gb there would leave no margin
+---   and claim fits the device cannot hold.
 --- * utilization given (a serving engine's gpu_memory_utilization, vLLM's 0.9): that share of what the device reports,
 ---   as vLLM takes it of torch.cuda.mem_get_info()'s total; the rest is the engine's reservation for the CUDA context,
 ---   activations and CUDA graphs, so no second margin. Without reported_gib: that share of mem_gb × 1e9 (the margin
 ---   taken twice: ~7 % under vLLM's budget on an HBM part), which M.reported_note says.
 function M.budget_gb(mem_gb, utilization, reported_gib)
-  if not utilization then return mem_gb end
+  if not utilization then
+    return reported_gib and math.min(mem_gb, M.REPORTED_SHARE * reported_gib * M.GIB / 1e9) or mem_gb
+  end
   if reported_gib then return utilization * reported_gib * M.GIB / 1e9 end
   return utilization * mem_gb
 end
@@ -80,9 +91,18 @@ end
 
 --- Bytes a run may use on a GPU of `mem_gb`, nil without one: all of it (M.budget_gb at utilization 1). predict's runs
 --- are one PyTorch process, which may allocate the whole GPU.
-function M.capacity(mem_gb)
+function M.capacity(mem_gb, reported_gib)
   if not mem_gb then return nil end
-  return M.budget_gb(mem_gb) * 1e9
+  return M.budget_gb(mem_gb, nil, reported_gib) * 1e9
+end
+
+--- How a message names the GPU's capacity (M.capacity): "the GPU's 80 GB" where it is mem_gb, else the share of the
+--- reported total it is.
+function M.capacity_words(mem_gb, reported_gib)
+  local cap = M.budget_gb(mem_gb, nil, reported_gib)
+  if cap >= mem_gb then return fmt("the GPU's %.0f GB", mem_gb) end
+  return fmt("the GPU's %.2f GB (%.0f %% of the %.2f GiB it reports; its datasheet's %.0f GB is more than that)", cap,
+    100 * M.REPORTED_SHARE, reported_gib, mem_gb)
 end
 
 --- The share of the GPU a serving engine holds weights and KV cache to by default (vLLM's gpu_memory_utilization 0.9;
@@ -97,11 +117,12 @@ local function serving_budget(obj, mode, mem_gb, total, reported_gib)
   if not (mem_gb and (mode == "prefill" or mode == "decode")) then return nil end
   local budget_gb = M.budget_gb(mem_gb, M.SERVING_UTILIZATION, reported_gib)
   obj.serving_budget_gb = budget_gb
-  if total / 1e9 <= budget_gb or total > M.capacity(mem_gb) then return nil end
-  return fmt("memory %.1f GB per GPU fits in the GPU's %.0f GB, as one PyTorch process may take all of it, "
+  if total / 1e9 <= budget_gb or total > M.capacity(mem_gb, reported_gib) then return nil end
+  return fmt("memory %.1f GB per GPU fits in %s, as one PyTorch process may take all of it, "
     .. "but not in the %.1f GB (%.0f %% of %s) a serving engine gives weights and KV cache by default (vLLM's "
     .. "gpu_memory_utilization %g, `neusight serve --gpu-memory-utilization`): check the batch with `neusight serve` "
-    .. "(its fits and max_concurrency page the KV cache in that budget)", total / 1e9, mem_gb, budget_gb,
+    .. "(its fits and max_concurrency page the KV cache in that budget)", total / 1e9,
+    M.capacity_words(mem_gb, reported_gib), budget_gb,
     100 * M.SERVING_UTILIZATION, reported_gib and fmt("the %.1f GiB the device reports", reported_gib)
       or "mem_gb read as 1e9 bytes: the GPU file gives no mem_reported_gib, the total the device reports",
     M.SERVING_UTILIZATION)
@@ -207,7 +228,7 @@ end
 --- neusight.workload checks a model function's declared parameters against. A linear or addmm holds one weight; a
 --- grouped_linear without a whole attrs.experts >= 1 is an error (ops/grouped_linear.lua's check refuses it too), not
 --- one expert: taking 1 undercounted E - 1 experts' weights.
-function M.gemm_weight_elems(nodes)
+local function gemm_weights(nodes, per_elem)
   local total = 0
   for _, n in ipairs(nodes) do
     if n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear" then
@@ -221,10 +242,26 @@ function M.gemm_weight_elems(nodes)
             :format(tostring(n.name), tostring(given)), 2)
         end
       end
-      if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) end
+      if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) * per_elem(n) end
     end
   end
   return total
+end
+function M.gemm_weight_elems(nodes)
+  return gemm_weights(nodes, function() return 1 end)
+end
+
+--- Bytes of the weight copies an amp recipe caches (neusight.precision caches_weights): each GEMM's weight at the
+--- dtype its node runs in where that is under 4 bytes, else at the `compute` dtype's. Under fp8 that is 1 byte for
+--- the Linear GEMMs Transformer Engine runs in fp8 and 2 for the LM head, which stays bf16 (neusight.workload
+--- fp8_dtypes; until audit18 its copy was counted at 1 byte: 0.53 GB short for Llama-3-8B); under torch.autocast
+--- every GEMM's copy is 16-bit.
+function M.weight_cache_bytes(nodes, compute)
+  local default = K.dtype_bytes(compute)
+  return gemm_weights(nodes, function(n)
+    local b = type(n.dtype) == "string" and K.dtype_bytes(n.dtype) or default
+    return b < 4 and b or default
+  end)
 end
 
 --- The context build() hands to the report and the timeline: per-node bytes, parameters, state layout, workspace.
@@ -235,7 +272,7 @@ function M.context(t)
   for _, n in ipairs(t.nodes) do params = params + (n.params or 0) * (n.count or 1) end
   local autocast = 0
   if t.training and t.recipe and precision.caches_weights(t.recipe) then
-    autocast = M.gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
+    autocast = M.weight_cache_bytes(t.nodes, t.recipe.compute)
   end
   local count, names = {}, {}
   for i, n in ipairs(t.nodes) do count[i], names[i] = n.count or 1, n.name end
@@ -300,7 +337,7 @@ function M.single(ctx, at_batch)
   local parts = { state = state, activations = act, temporary = temp,
                   workspace = ctx.cublas + ctx.autocast_cache, kv_cache = ctx.kv_cache }
   local obj, total = memory_object(parts, breakdown(st, ctx.cublas, ctx.autocast_cache, temp_node))
-  local cap = M.capacity(ctx.gpu_mem_gb) or math.huge
+  local cap = M.capacity(ctx.gpu_mem_gb, ctx.gpu_reported_gib) or math.huge
   if ctx.gpu_mem_gb then obj.capacity_gb = cap / 1e9 end
   local max_batch_error -- the model fails at a batch the search builds: no largest batch (the caller says why)
   if at_batch and ctx.gpu_mem_gb then
@@ -320,9 +357,9 @@ function M.single(ctx, at_batch)
     local hint = (obj.max_batch and obj.max_batch > 0) and fmt(" (the largest batch that fits is %d)", obj.max_batch)
       or (state > cap and " (shard it, see the parallelism options)" or "")
     out.warning = fmt("memory %.1f GB per GPU (model state %.1f + activations %.1f + temporary %.1f + workspace %.2f%s) "
-      .. "exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gb(total), obj.state_gb, obj.activations_gb,
+      .. "exceeds %s: the forecast assumes it fits%s", gb(total), obj.state_gb, obj.activations_gb,
       obj.temporary_gb, obj.workspace_gb, parts.kv_cache > 0 and fmt(" + KV cache %.1f", obj.kv_cache_gb) or "",
-      ctx.gpu_mem_gb, hint)
+      M.capacity_words(ctx.gpu_mem_gb, ctx.gpu_reported_gib), hint)
   end
   return out
 end
@@ -364,10 +401,10 @@ end
 -- serving phase's budget), what dominates ("activations dominate", "state / KV cache / … dominates") and the largest
 -- batch that fits ("" when not known): a micro-batch's (max_batch_of "micro-batch size", M.parallel) with the global
 -- batch it makes.
-local function verdict_of(obj, total, mem_gb)
-  local cap = M.capacity(mem_gb)
-  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", mem_gb)
-    or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", mem_gb)) or ""
+local function verdict_of(obj, total, mem_gb, reported_gib)
+  local cap = M.capacity(mem_gb, reported_gib)
+  local verdict = cap and (total <= cap and "fits in " .. M.capacity_words(mem_gb, reported_gib)
+    or "exceeds " .. M.capacity_words(mem_gb, reported_gib) .. ": the forecast assumes it fits") or ""
   if obj.serving_budget_gb then  -- a serving phase: the budget `neusight serve` holds it to (serving_budget)
     verdict = verdict .. fmt(" (%s serve's %.1f GB, %.0f %%)", total / 1e9 <= obj.serving_budget_gb and "within"
       or "over", obj.serving_budget_gb, 100 * M.SERVING_UTILIZATION)
@@ -396,7 +433,7 @@ function M.line(obj, total, ctx)
     obj.activations_gb, obj.temporary_gb, obj.temporary_node ~= "" and " (" .. obj.temporary_node .. ")" or "",
     obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
   return fmt("memory           %12.2f GB   per GPU = %s; %s; %s%s (saved tensors, no CUDA context)",
-    gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb), batch_of(obj))
+    gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb, ctx.gpu_reported_gib), batch_of(obj))
 end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
@@ -414,7 +451,7 @@ end
 --- it makes; micro-batch size only). Where `at` fails the fields are left out and max_batch_error is its message.
 --- Not lean, the lines end with the fullest GPU's: what dominates it, whether it fits, the largest micro-batch.
 function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reported_gib, sizing)
-  local cap = M.capacity(gpu_mem_gb)
+  local cap = M.capacity(gpu_mem_gb, reported_gib)
   local stages, most, fullest = {}, -1, 1
   local function object_of(d)
     local p = devices[d]
@@ -449,7 +486,7 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reporte
         .. "nodes keep for backward)" or fmt("activations %.1f (saved for backward, peak over the schedule%s)",
         o.activations_gb, recompute ~= "none" and ", " .. recompute .. " recomputation" or ""), o.temporary_gb, o.workspace_gb,
       o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
-      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "") end
+      cap and s.total > cap and " — exceeds " .. M.capacity_words(gpu_mem_gb, reported_gib) or "") end
     if cap and s.total > cap then
       over, worst, kv = over + 1, max(worst, s.total), kv or o.kv_cache_gb > 0
       over_list[#over_list + 1] = tostring(d - 1)
@@ -476,16 +513,16 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reporte
   end
   if not lean and stages[fullest] then  -- the fullest GPU: what dominates, whether it fits, the largest micro-batch
     local o = out.memory
-    local verdict = verdict_of(o, most, gpu_mem_gb)
+    local verdict = verdict_of(o, most, gpu_mem_gb, reported_gib)
     lines[#lines + 1] = fmt("memory    fullest GPU: stage %d, %.1f GB per GPU; %s%s%s", fullest - 1, gb(most),
       dominates(o), verdict ~= "" and "; " .. verdict or "", batch_of(o, sizing))
   end
   if over > 0 then
     out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %stemporary + workspace%s%s), "
-      .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
+      .. "more than %s: the forecast assumes it fits", over > 1 and "stages" or "stage",
       table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9,
       unsaved and "" or "saved activations + ", kv and " + KV cache" or "",
-      unsaved and "; activations not counted" or "", gpu_mem_gb)
+      unsaved and "; activations not counted" or "", M.capacity_words(gpu_mem_gb, reported_gib))
   end
   return out
 end

@@ -3,6 +3,7 @@ local gpt = require "neusight.models.gpt"
 local llama = require "neusight.models.llama"
 local opt = require "neusight.models.opt"
 local memory = require "neusight.memory"
+local precision = require "neusight.precision"
 
 local t = require("neusight.testing").bind(load_op, make_node)
 local eq, near = t.eq, require("neusight.testing").near
@@ -37,6 +38,23 @@ function T.test_gemm_weight_elems_counts_every_expert_and_refuses_a_missing_coun
     assert(not ok and tostring(err):find("node 'g': grouped_linear needs attrs.experts", 1, true),
       "experts " .. tostring(attrs.experts) .. ": " .. tostring(err))
   end
+end
+
+-- The cached weight copies of an amp recipe (audit18): each GEMM's weight at its node's dtype — under fp8 the Linear
+-- GEMMs at 1 byte and the LM head, which stays bf16 (neusight.workload fp8_dtypes), at 2 (it was counted at 1); a
+-- 4-byte node (an fp32 GEMM under autocast) at the compute dtype's, as before.
+function T.test_weight_cache_counts_each_gemm_at_its_dtype()
+  local q = make_node { op = "linear", name = "q", dtype = "fp8", inputs = { { 2, 8, 16 } }, output = { 2, 8, 32 },
+                        count = 3 }
+  local head = make_node { op = "linear", name = "lm_head", dtype = "bf16", inputs = { { 2, 8, 16 } },
+                           output = { 2, 8, 100 } }
+  eq(memory.weight_cache_bytes({ q, head }, "fp8"), 3 * 16 * 32 * 1 + 16 * 100 * 2, "fp8 GEMMs 1 B, the bf16 head 2 B")
+  local f32 = make_node { op = "linear", name = "x", dtype = "fp32", inputs = { { 2, 8, 16 } }, output = { 2, 8, 32 } }
+  eq(memory.weight_cache_bytes({ f32 }, "bf16"), 16 * 32 * 2, "an fp32 node under autocast: the 16-bit copy")
+  local ctx = memory.context { nodes = { q, head }, training = true, mode = "train", batch = 1,
+    state = precision.state(precision.recipe("amp", "fp8", "autocast", "train"), "adam", true),
+    recipe = precision.recipe("amp", "fp8", "autocast", "train") }
+  eq(ctx.autocast_cache, 3 * 16 * 32 + 16 * 100 * 2, "the memory context's workspace cache")
 end
 
 function T.test_gpt2_fp32_eager_saved_bytes_per_layer_closed_form()
@@ -334,6 +352,30 @@ function T.test_serving_budget_is_a_share_of_the_reported_memory()
   c.gpu_reported_gib = nil
   assert(memory.single(c).warning:find("(90 % of mem_gb read as 1e9 bytes: the GPU file gives no mem_reported_gib",
     1, true), "without the figure: said")
+end
+
+-- predict's capacity never passes 95 % of the total the device reports (audit18): on an HBM part mem_gb is lower and
+-- stays (H100 80 of 79.1 GiB = 84.9e9), but an L4 reports 22.0 GiB = 23.6e9 bytes of its datasheet's "24 GB" (ECC on
+-- GDDR6), so a 23.78 GB run (Mixtral-8x7B int4 decode) was said to fit a GPU holding less than that in all.
+function T.test_capacity_stays_under_the_reported_memory()
+  eq(memory.capacity(80, 79.1), 80e9, "H100: mem_gb, under 95 % of 84.9e9")
+  eq(memory.capacity(24, 23.65), 24e9, "RTX 4090: 25.4e9 reported, mem_gb stays")
+  local l4 = 0.95 * 22.0 * 2 ^ 30
+  eq(memory.capacity(24, 22.0), l4, "L4: 95 % of 23.6e9 bytes, not 24e9")
+  eq(memory.capacity(24), 24e9, "no reported figure: mem_gb")
+  local c = { params = 1e9, state = { weights = 2, gradients = 0, master = 0, optimizer_state = 0 }, saved = { 0 },
+              temporary = { 0 }, count = { 1 }, names = { "x" }, training = false, kv_cache = 21.78e9, cublas = 0,
+              autocast_cache = 0, gpu_mem_gb = 24, gpu_reported_gib = 22.0, batch = 1, mode = "decode" }
+  local r = memory.single(c)  -- 23.78 GB
+  eq(r.fits, false, "23.78 GB does not fit an L4")
+  eq(r.memory.capacity_gb, l4 / 1e9, "JSON capacity_gb")
+  assert(r.warning:find("exceeds the GPU's 22.44 GB (95 % of the 22.00 GiB it reports; its datasheet's 24 GB is more "
+    .. "than that)", 1, true), r.warning)
+  assert(r.lines[1]:find("exceeds the GPU's 22.44 GB", 1, true), r.lines[1])
+  local p = memory.parallel({ { state = 23.78e9, activations = 0, temporary = 0, workspace = 0, kv_cache = 0 } }, 24,
+    "none", false, false, "decode", 22.0)
+  eq(p.fits, false, "a parallel run's stages too")
+  eq(p.memory.capacity_gb, l4 / 1e9, "its capacity_gb")
 end
 
 -- A parallel run's memory (neusight.memory parallel, from the timeline): what dominates the fullest GPU and the largest
