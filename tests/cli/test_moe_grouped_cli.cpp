@@ -161,6 +161,8 @@ TEST_CASE("experts grouped: search takes --experts and each row is predict's wit
   REQUIRE(loop["layouts"].size() == 1);
   REQUIRE(grouped["layouts"].size() == 1);
   CHECK(loop_given["layouts"].dump() == loop["layouts"].dump());  // loop is the default
+  CHECK(loop["experts"] == "loop");  // the JSON says which ran, as predict's does
+  CHECK(grouped["experts"] == "grouped");
   const json& row = grouped["layouts"][0];
   CHECK(row["iteration_ms"].get<double>() < loop["layouts"][0]["iteration_ms"].get<double>());
   const json p = run_json("predict " + common + " --mode train --experts grouped --recompute none" +
