@@ -770,6 +770,38 @@ std::string command_words(CLI::App& app, CLI::App* sc) {
   return command;
 }
 
+// Megatron-LM's flags (megatron/training/arguments.py) for settings predict, run and search take under other names:
+// a Megatron-LM user's first guesses. `how` says where the meaning differs; `ours` empty: no counterpart, `how` says
+// what the flag sets.
+struct megatron_name {
+  const char* megatron;
+  const char* ours;
+  const char* how;
+};
+const megatron_name megatron_names[] = {
+    {"--tensor-model-parallel-size", "--tp", ""},
+    {"--pipeline-model-parallel-size", "--pp", ""},
+    {"--expert-model-parallel-size", "--ep", " (it divides --dp: the experts spread over data-parallel ranks)"},
+    {"--virtual-pipeline-model-parallel-size", "--virtual-stages", " (model chunks per device; --schedule interleaved)"},
+    {"--num-layers-per-virtual-pipeline-stage", "--virtual-stages",
+     " (model chunks per device, layers / (pp x Megatron-LM's layers per chunk); --schedule interleaved)"},
+    {"--micro-batch-size", "--microbatches",
+     ", the number of microbatches per iteration, not their size: the micro-batch size is --batch / (--dp x "
+     "--microbatches)"},
+    {"--global-batch-size", "--batch", " (the global batch, sequences per iteration)"},
+    {"--seq-length", "--seq", ""},
+    {"--use-distributed-optimizer", "--distributed-optimizer", ""},
+    {"--recompute-activations", "--recompute selective", ""},
+    {"--recompute-granularity", "--recompute", " (none, selective or full)"},
+    {"--moe-grouped-gemm", "--experts grouped", ""},
+    {"--bf16", "--dtype bf16", ""},
+    {"--fp16", "--dtype fp16", ""},
+    // no counterpart: said so, not "did you mean" a near name
+    {"--context-parallel-size", "",
+     "context parallelism (each sequence split over ranks in attention), which is not modelled (README: Parallel "
+     "training)"},
+};
+
 // A first word that names no subcommand (`neusight predcit`, `neusight eval kernel`): said so, with close matches,
 // rather than CLI11's "A subcommand is required" (or the word taken as a positional of nothing); and a long option the
 // command does not have (`--dtpye bf16`, `--input_len 10`): said so, with the closest of the command's own option
@@ -837,6 +869,21 @@ int unknown_word_say(CLI::App& app, int argc, char** argv) {
       std::fprintf(stderr, "neusight: %s has no %s option (%s %s it; `neusight %s --help` lists this command's)\n",
                    command.c_str(), name.c_str(), others.c_str(),
                    others.find(',') == std::string::npos ? "has" : "have", command.c_str());
+      return 2;
+    }
+    // Megatron-LM's name of a setting this command takes (`--micro-batch-size`): said with ours and how it differs,
+    // not a near name that means something else (the closest, --microbatches, is the count, not the size)
+    for (const megatron_name& m : megatron_names) {
+      if (name != m.megatron) continue;
+      const std::string ours = m.ours;
+      // a setting without a counterpart is said on the commands that take parallel layouts
+      if (!option_find(ours.empty() ? "--sequence-parallel" : ours.substr(0, ours.find(' ')))) break;
+      if (ours.empty())
+        std::fprintf(stderr, "neusight: unknown option '%s' (Megatron-LM's flag): it sets %s; `neusight %s --help` "
+                     "lists the options\n", name.c_str(), m.how, command.c_str());
+      else
+        std::fprintf(stderr, "neusight: unknown option '%s' (Megatron-LM's flag): %s takes %s%s; `neusight %s "
+                     "--help` lists them\n", name.c_str(), command.c_str(), m.ours, m.how, command.c_str());
       return 2;
     }
     std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),

@@ -578,7 +578,9 @@ std::vector<flag_spec> table_make() {
        "unpermute: Megatron-Core GroupedMLP / vLLM fused_moe; scripts/neusight/models/moe.lua)")
       .check(CLI::IsMember({"loop", "grouped"}))
       .on(forecast, to(&forecast_flags::experts)).workload().note("; default loop")
-      .on(serve, to(&serve_flags::experts)).note("; default grouped, as serving engines run them");
+      .on(serve, to(&serve_flags::experts)).note("; default grouped, as serving engines run them")
+      .on(search, to(&search_flags::experts)).note("; every layout; default loop (Megatron-LM's SequentialMLP, its "
+                                                  "default without --moe-grouped-gemm)");
   flag("--router-skew",
        "Load imbalance of an MoE model's routed experts under expert parallelism: uniform (the busiest rank gets the "
        "expected maximum of a uniform random router's rows; default), balanced (every rank the mean) or a factor >= 1 "

@@ -209,6 +209,7 @@ int search_main(const search_flags& f) {
     if (optimizer && !f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
     if (!f.dtype.empty()) ov["dtype"] = f.dtype;
     if (!f.precision.empty()) ov["precision"] = f.precision;
+    if (!f.experts.empty()) ov["experts"] = f.experts;  // every layout's (a dense model's warning told once)
     return ov;
   };
   // What no layout changes is resolved once, before any layout: a misspelled GPU, model, dtype or cluster stops the

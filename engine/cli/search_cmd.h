@@ -23,6 +23,9 @@ struct search_flags {
   bool sequence_parallel = false, distributed_optimizer = false, all = false;
   // --router-skew: the routed experts' load imbalance under expert parallelism (every layout; empty: uniform)
   std::string router_skew;
+  // --experts loop|grouped: how an MoE model's routed experts run in every layout (workload field `experts`; empty:
+  // the workload's default, loop)
+  std::string experts;
   std::string weights;  // --weights DIR: weights root of the neusight predictor instead of the bundled weights/
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;  // --scripts

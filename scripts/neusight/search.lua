@@ -145,12 +145,15 @@ end
 
 --- What search's JSON (engine/cli/search_cmd.cpp) says of the workloads it forecast beside the layouts, from their
 --- report fields (neusight.report workload's table `f`: the last layout loaded; these are the same in every layout),
---- under predict's keys: the optimizer and its implementation as normalize resolved them ("" without one).
+--- under predict's keys: the optimizer and its implementation as normalize resolved them ("" without one), and for a
+--- mixture of experts how its routed experts ran (`experts`: "loop" or "grouped", --experts; absent for dense models,
+--- as in predict's JSON).
 ---@param f table
 ---@return table
 function M.json_fields(f)
-  return setmetatable({ optimizer = f.optimizer, optimizer_impl = f.optimizer_impl },
-    { __order = { "optimizer", "optimizer_impl" } })
+  local t, order = { optimizer = f.optimizer, optimizer_impl = f.optimizer_impl }, { "optimizer", "optimizer_impl" }
+  if type(f.experts) == "string" and f.experts ~= "" then t.experts, order[3] = f.experts, "experts" end
+  return setmetatable(t, { __order = order })
 end
 
 -- The ranking's document (engine/cli/search_cmd.cpp hands it over once, whole): model, gpu, gpu_mem_gb, gpus, batch,

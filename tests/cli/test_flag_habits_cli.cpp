@@ -163,3 +163,33 @@ TEST_CASE("a flag given twice is said in words with exit 2", "[cli][flags]") {
              "command line: --batch given 3 times: give it once (where it takes a list, as one comma-separated value: "
              "--batch A,B)");
 }
+
+// A Megatron-LM user's first guesses (audit17): --micro-batch-size was answered "did you mean '--microbatches'?", the
+// count of microbatches, not their size, and --tensor-model-parallel-size with nothing. Megatron-LM's name of a setting
+// the command takes is said with ours and how it differs; a command without that setting keeps the did-you-mean.
+TEST_CASE("Megatron-LM's flag names are answered with the command's own", "[cli][flags]") {
+  const std::string predict = "predict --model llama3_8b --gpu h100 --mode train --batch 8 --seq 512 --dp 2 ";
+  usage_says(predict + "--micro-batch-size 1",
+             "unknown option '--micro-batch-size' (Megatron-LM's flag): predict takes --microbatches, the number of "
+             "microbatches per iteration, not their size: the micro-batch size is --batch / (--dp x --microbatches); "
+             "`neusight predict --help` lists them");
+  usage_says(predict + "--tensor-model-parallel-size 2",
+             "unknown option '--tensor-model-parallel-size' (Megatron-LM's flag): predict takes --tp; "
+             "`neusight predict --help` lists them");
+  usage_says("search --model llama3_8b --gpu h100 --gpus 8 --batch 8 --seq 512 --use-distributed-optimizer",
+             "unknown option '--use-distributed-optimizer' (Megatron-LM's flag): search takes --distributed-optimizer; "
+             "`neusight search --help` lists them");
+  usage_says("search --model mixtral_8x7b --gpu h100 --gpus 8 --batch 8 --seq 512 --moe-grouped-gemm",
+             "unknown option '--moe-grouped-gemm' (Megatron-LM's flag): search takes --experts grouped; "
+             "`neusight search --help` lists them");
+  // a setting not modelled is said so, not "did you mean" a near name
+  usage_says(predict + "--context-parallel-size 2",
+             "unknown option '--context-parallel-size' (Megatron-LM's flag): it sets context parallelism (each "
+             "sequence split over ranks in attention), which is not modelled (README: Parallel training); "
+             "`neusight predict --help` lists the options");
+  // search has no --tp (it searches tp): the name is not offered there
+  const auto r = run_cli("search --model llama3_8b --gpu h100 --gpus 8 --batch 8 --seq 512 --tensor-model-parallel-size 2");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("Megatron-LM") == std::string::npos);
+  CHECK(r.err.find("unknown option '--tensor-model-parallel-size'") != std::string::npos);
+}

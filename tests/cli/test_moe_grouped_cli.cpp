@@ -148,3 +148,38 @@ TEST_CASE("experts grouped: bad values and models without a grouped form are cle
   r = run_cli("serve --model qwen3_30b_a3b --gpu h100 --batch 1 --input-len 8 --output-len 2 --experts many");
   CHECK(r.code != 0);
 }
+
+// search had no --experts (audit17): every MoE layout was priced with HF's per-expert loop, so a Megatron-LM user
+// planning Qwen3-30B-A3B with --moe-grouped-gemm could not ask for its grouped GEMMs (one layout on 64 H100s: 3090 ms
+// with the loop, 1140 ms grouped). Each row is predict's forecast of its layout with the same --experts, bit for bit.
+TEST_CASE("experts grouped: search takes --experts and each row is predict's with it", "[cli][moe][grouped][search]") {
+  const std::string common = "--model qwen3_30b_a3b --gpu h100 --batch 4 --seq 512 --dtype bf16";
+  const std::string search = "search " + common + " --gpus 2 --top 1 --recompute none --all";  // none fits 2 GPUs
+  const json loop = run_json(search);
+  const json grouped = run_json(search + " --experts grouped");
+  const json loop_given = run_json(search + " --experts loop");
+  REQUIRE(loop["layouts"].size() == 1);
+  REQUIRE(grouped["layouts"].size() == 1);
+  CHECK(loop_given["layouts"].dump() == loop["layouts"].dump());  // loop is the default
+  CHECK(loop["experts"] == "loop");  // the JSON says which ran, as predict's does
+  CHECK(grouped["experts"] == "grouped");
+  const json& row = grouped["layouts"][0];
+  CHECK(row["iteration_ms"].get<double>() < loop["layouts"][0]["iteration_ms"].get<double>());
+  const json p = run_json("predict " + common + " --mode train --experts grouped --recompute none" +
+                          " --dp " + std::to_string(row["dp"].get<int>()) + " --tp " + std::to_string(row["tp"].get<int>()) +
+                          " --pp " + std::to_string(row["pp"].get<int>()) + " --ep " + std::to_string(row["ep"].get<int>()) +
+                          " --microbatches " + std::to_string(row["microbatches"].get<int>()));
+  CHECK(p["experts"] == "grouped");
+  CHECK(p["latency_ms"].get<double>() == row["iteration_ms"].get<double>());
+  CHECK(p["memory_gb"].get<double>() == row["memory_gb"].get<double>());
+  // a dense model: the flag prices nothing, said once for the search, not per layout
+  const auto dense = run_cli("search --model llama32_1b --gpu h100 --gpus 4 --batch 8 --seq 512 --dtype bf16 --top 1 "
+                             "--experts grouped");
+  INFO(dense.err);
+  CHECK(dense.code == 0);
+  size_t n = 0;
+  for (size_t at = dense.err.find("experts (--experts) has no effect"); at != std::string::npos;
+       at = dense.err.find("experts (--experts) has no effect", at + 1))
+    ++n;
+  CHECK(n == 1);
+}

@@ -1042,6 +1042,30 @@ function T.test_selective_recomputation_drops_core_attention()
   end
 end
 
+function T.test_selective_recomputation_rebuilds_only_what_it_does_not_keep()
+  -- A core-attention node reading a 2000-element input it keeps (attrs.core_inputs, Q/K/V of sdpa) and saving its
+  -- 3000-element output: the re-run in backward rebuilds the output only, reading the kept input in place. Counting
+  -- the kept input again made selective need more than no recomputation on the last stage (audit17: GPT-3 175B sdpa,
+  -- tp 8 x pp 8, 31.631 GB of activations selective against 31.621 GB none).
+  local nodes = {
+    { op = "x", name = "h.keep", layer = "h", count = 8, params = 0, output = { 1000 }, attrs = {} },
+    { op = "x", name = "h.core", layer = "h", count = 8, params = 0, inputs = { { 2000 } }, output = { 3000 },
+      attrs = { core_attention = true, core_inputs = "1" } },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 0.5, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
+  }
+  local none = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
+  local sel = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "selective" }, 8), nodes, times)
+  for d = 1, 4 do
+    local inflight = 4 - d + 1 -- 1F1B
+    eq(none.devices[d].activation_bytes, inflight * 2 * (4000 + 12000), "everything kept, device " .. (d - 1))
+    -- the kept input per layer and microbatch, plus one layer's output rebuilt (12000 bytes) less the kept 8000
+    eq(sel.devices[d].activation_bytes, inflight * 2 * (4000 + 8000) + (12000 - 8000), "device " .. (d - 1))
+    assert(sel.devices[d].activation_bytes <= none.devices[d].activation_bytes, "selective never needs more")
+  end
+end
+
 -- A search re-times one build for each recomputation mode and schedule (its plan's recompute and schedule changed in
 -- place): with `reuse` the timeline keeps what neither changes (neusight.parallel.timeline prepare). Each re-timing is
 -- the same, bit for bit, as a fresh timeline of the same plan, and a build with other times is not taken for it.

@@ -191,6 +191,11 @@ function T.test_format_json_orders_the_document()
     .. "exposed_comm_ms,bubble_ms,optimizer_ms,imbalance_ms,memory_gb,fits,tokens_per_s,mfu", "a layout's fields")
   eq(getmetatable(row.mfu).__json, "null", "a figure not available: null")
   eq(doc.skipped["heads not divisible by tp"], 2, "the reasons")
+  -- a mixture of experts: how its experts ran (--experts), after the optimizer, as predict's JSON says it
+  local moe = search.format_json(ranking { layout() }, { optimizer = "adamw", optimizer_impl = "", experts = "grouped" })
+  eq(table.concat(getmetatable(moe).__order, ","), "model,gpu,gpus,batch,seq,mode,dtype,precision,optimizer,"
+    .. "optimizer_impl,experts,parallel,predictor,evaluated,fitting,layouts,skipped,warnings", "experts named")
+  eq(moe.experts, "grouped", "json_fields' experts")
 end
 
 -- search's table (format_table): the search in a line, the header and one row per layout, the figures' column as wide

@@ -33,7 +33,8 @@ end
 -- its op rule's `saves`, per instance in mem.saved). With full recomputation a layer keeps only its input
 -- (`boundary` bytes) and `transient` is one layer's saved tensors, rebuilt in backward. With selective recomputation
 -- the core-attention nodes keep only the region's inputs they read (mem.kept: Q, K, V) and one layer's core
--- attention is rebuilt at a time.
+-- attention is rebuilt at a time: its saved tensors less those kept inputs, which the re-run reads in place (until
+-- 2026-11-29 they were counted again, so selective could need more than no recomputation under sdpa).
 local function activation_bytes(mem, st, recompute, boundary, selective)
   local bytes, transient = 0, 0
   for _, seg in ipairs(st.segments) do
@@ -41,7 +42,9 @@ local function activation_bytes(mem, st, recompute, boundary, selective)
     for j, i in ipairs(seg.nodes) do
       local b = mem.saved[i] * seg.per[j]
       if selective and seg.layered and (mem.core[i]) then
-        core, one = core + b, one + mem.kept[i] * seg.per[j]
+        -- rebuilt in backward: what it saves beyond the kept inputs (the re-run reads those very tensors, not copies)
+        local kept = mem.kept[i] * seg.per[j]
+        core, one = core + max(0, b - kept), one + kept
       else
         one = one + b
       end
