@@ -29,7 +29,7 @@ namespace {
 //   32 / 8 heads, head dim 64) was priced 16.56 µs at 1024 cached tokens and 13.42 µs at 2048 (measured 10.81 /
 //   13.21): both launch the same split-KV grid and the MLP priced the smaller slice higher. A KV-length copy is that
 //   same launch (blocks kept, each block's slice longer), its FLOPs and bytes grown by what each key adds as the op
-//   rule's kernels.lua attention() gives it (kv_flops, kv_bytes: no second copy of the cost formula here). No batch copies: they change the grid (more blocks, other
+//   rule's kernels.lua attention() gives it (kv_flops, kv_bytes: no second copy of the cost formula here). No ⌈f · b⌉ batch copies: across many waves they change the grid (more blocks, other
 //   wave quantisation) and lowered the leave-one-GPU-out forecasts most; no head-dim order: the kernels are compiled
 //   per head dim and a head dim of 64 is measured > 5 % slower than 128 at the same shape in 6–10 % of the L40S and
 //   RTX PRO 6000 pairs (weights/MONOTONE_ATTENTION_RULE.md).
@@ -39,6 +39,11 @@ namespace {
 //   reaches one wave (scripts/tiling/attention.lua), each block reads its least slice and the grid grows with the
 //   cache; the MLP was not monotone along that fill (Llama-3-8B batch 1 on an H100: 0.365 ms at 16 blocks, 0.528 at
 //   88, 0.379 at 112, for the 32 layers). Those copies are the rule's own launches at the longer caches.
+//   And a split-KV kernel's batch scaled within its one wave (B2): copies with more sequences at the kernel's split
+//   and slice while the grid fits the SMs once. Along the batch the MLP priced the same split-KV kernel cheaper with
+//   more blocks (Llama-3-8B, context 2048, H100: batch 6 → 7, split 2, 96 → 112 blocks, 0.93 → 0.75 ms for the 32
+//   layers; A100 context 1024, batch 5 → 6, ×0.71). Not covered: split switches (the rule's ⌊SMs / pairs⌋ drops
+//   with the batch) and unsplit kernels (more pairs than half the SMs), whose copies (B1) failed the keep rule.
 // - prefill attention (forward and backward, each op its own class): the query length, KV length and batch ordered,
 //   no copies. A partial last query tile was priced above the full one (L40S, head dim 128: 128 tokens 24.9 µs,
 //   256 tokens 18.9 µs); a copy of more queries would change the causal tiles, which are the tile rule's (Lua's).
@@ -77,7 +82,8 @@ struct envelope_axes {
 
 const envelope_axes* envelope_axes_of(family f) {
   static const envelope_axes vector{{size_axis::rows}, {size_axis::rows}};
-  static const envelope_axes decode{{size_axis::kv_len, size_axis::split}, {size_axis::kv_len, size_axis::batch}};
+  static const envelope_axes decode{{size_axis::kv_len, size_axis::split, size_axis::batch},
+                                    {size_axis::kv_len, size_axis::batch}};
   static const envelope_axes prefill{{}, {size_axis::q_len, size_axis::kv_len, size_axis::batch}};
   static const envelope_axes gemm{{}, {size_axis::m}};
   switch (f) {
@@ -144,6 +150,17 @@ kernel split_scaled(const kernel& k, int64_t more) {
   return s;
 }
 
+// A decode kernel of `more` sequences at its own split and slice: the blocks, FLOPs, bytes and what each key adds
+// (kv_flops, kv_bytes: over every sequence) × more / b; each block's tile unchanged.
+kernel batch_scaled(const kernel& k, int64_t more) {
+  kernel s = k;
+  const double r = double(more) / double(k.b);
+  s.b = more;
+  s.flops = k.flops * r, s.bytes = k.bytes * r, s.kv_flops = k.kv_flops * r, s.kv_bytes = k.kv_bytes * r;
+  s.tile_blocks = double(more * k.hidden * split_of(k));
+  return s;
+}
+
 // `k` with ⌈factor · axis⌉, and its FLOPs and bytes with it.
 kernel axis_scaled(const kernel& k, size_axis a, double factor) {
   kernel s = k;
@@ -156,7 +173,7 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
     case size_axis::q_len:
     case size_axis::batch:
     case size_axis::m:
-    case size_axis::split: throw error("the envelope copies rows and KV lengths only (envelope_axes_of; splits: split_scaled)");
+    case size_axis::split: throw error("the envelope copies rows and KV lengths only (envelope_axes_of; splits: split_scaled, batches: batch_scaled)");
     case size_axis::kv_len: {  // the same launch, each block's share of the cache longer
       // what each further key adds, as kernels.lua attention() gives it (kv_flops, kv_bytes)
       s.k = more;
@@ -172,10 +189,20 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
 
 // The larger copies of an envelope kernel on a GPU of `sms` SMs: each scaled axis × envelope_factors, but a split:
 // every split from one more up to one wave of the SMs (at most 16 × its own; none when the pairs alone fill a wave),
-// so that the minimum over them is a suffix minimum along the fill of one wave.
+// so that the minimum over them is a suffix minimum along the fill of one wave; and a split-KV decode kernel's batch
+// (split ≥ 2, one wave): every batch from one more sequence while the grid at the kernel's own split still fits the
+// SMs once (weights/DECODE_SPLIT_RULE.md, B2): that launch holds the kernel's block for block in the same one wave,
+// so it cannot finish sooner. None for an unsplit kernel (B1's copies into the next wave and across the unsplit
+// kernels' waves failed the keep rule), nor ⌈f · b⌉ across many waves (weights/MONOTONE_ATTENTION_RULE.md, A).
 std::vector<kernel> envelope_copies(const kernel& k, const envelope_axes& ax, int64_t sms) {
   std::vector<kernel> out;
   for (size_axis a : ax.scaled) {
+    if (a == size_axis::batch) {
+      const int64_t split = split_of(k);
+      if (split < 2) continue;  // unsplit: no batch copies (B1's across the waves failed its keep rule)
+      for (int64_t more = k.b + 1; more * k.hidden * split <= sms; ++more) out.push_back(batch_scaled(k, more));
+      continue;
+    }
     if (a != size_axis::split) {
       for (double f : envelope_factors) out.push_back(axis_scaled(k, a, f));
       continue;

@@ -12,8 +12,13 @@
 --   backward (FlashAttention-2): the same blocks (its dK/dV pass is parallel over key tiles of the same size),
 --     2.5× the forward's matrix work per block and twice its bytes.
 --   decode (FlashDecoding / split-KV, FlashInfer and TRT-LLM decode): one block per (sequence, kv head) handling
---     that head's whole query group, the cache split into slices of at least M.min_kv_slice tokens while the
---     blocks still fit the SMs once: the split rounds down (⌊SMs / pairs⌋), so a split launch is one wave. FlashInfer
+--     that head's whole query group, the cache split into slices of at most M.min_kv_slice tokens (⌈kv / slice⌉
+--     splits) while the blocks still fit the SMs once: the split is capped at ⌊SMs / pairs⌋, so a split launch is
+--     one wave. At most, not at least: FlashAttention-2's split-KV kernel (head dim 128) cuts the cache in blocks of
+--     128 keys and FlashInfer's decode chunks are at least 128 tokens, so neither keeps 385 tokens in one block
+--     while splitting 513; ⌊kv / slice⌋ splits had made each slice saw-tooth between 256 and 511 tokens, and the
+--     L40S forecast at batch 1 was 1.48× higher at 384 tokens of context than at 512 (weights/DECODE_SPLIT_RULE.md,
+--     C1; the measured caches are powers of two, where the two roundings agree). FlashInfer
 --     caps its split-KV grid at what the GPU holds at once, FlashAttention-2's num_splits_heuristic avoids a nearly
 --     empty last wave and TRT-LLM's multi-block count divides the SMs by the pairs rounding down; rounding up had
 --     put 8 × 17 = 136 blocks on the H100's 132 SMs (batch 1, 8 KV heads), a second wave of 4 blocks, and the
@@ -46,7 +51,7 @@ function M.select(k, gpu)
   if k.op == "decode" then
     local group = h // kvh
     local pairs = b * kvh
-    local split = max(1, min(gpu.num_sm // pairs, skv // M.min_kv_slice))
+    local split = max(1, min(gpu.num_sm // pairs, ceil(skv / M.min_kv_slice)))
     local slice = ceil(skv / split)
     return {
       blocks = pairs * split,
