@@ -762,3 +762,15 @@ TEST_CASE("predict --help says the fp32 --dtype default that a serving phase wit
   CHECK(run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --context 64")["dtype"] == "fp32");
   CHECK(run_json("serve --model llama3_8b --gpu h100 --batch 1 --input-len 64 --output-len 2")["dtype"] == "bf16");
 }
+
+// audit19: the table names the graph API of the GPU's vendor (the engine hands report.lua the GPU's vendor)
+TEST_CASE("launch graph: the table says hipGraph on an AMD GPU and CUDA graph on an NVIDIA one", "[cli][serve]") {
+  const std::string args = " --model llama3_8b --mode decode --dtype bf16 --batch 1 --context 128 --launch graph";
+  const auto amd = run_cli("predict --gpu mi300x" + args);
+  REQUIRE(amd.code == 0);
+  CHECK(amd.out.find("(launch graph: HIP-graph (hipGraph) replay, scripts/neusight/launch.lua)") != std::string::npos);
+  CHECK(amd.out.find("CUDA") == std::string::npos);
+  const auto nv = run_cli("predict --gpu h100" + args);
+  REQUIRE(nv.code == 0);
+  CHECK(nv.out.find("(launch graph: CUDA-graph replay, scripts/neusight/launch.lua)") != std::string::npos);
+}
