@@ -614,7 +614,7 @@ std::vector<flag_spec> table_make() {
       .on(eval_models, to(&eval_models_flags::overhead));
   flag("--launch",
        "Kernel launches: eager (PyTorch, one host launch per op: the predictors' times) or graph (CUDA-graph replay as "
-       "serving engines run; scripts/neusight/launch.lua)")
+       "serving engines run, a hipGraph on AMD/ROCm; scripts/neusight/launch.lua)")
       .check(CLI::IsMember({"eager", "graph"}))
       .on(forecast, to(&forecast_flags::launch)).workload().note("; default eager")
       .on(serve, to(&serve_flags::launch)).note("; default graph");

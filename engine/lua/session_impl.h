@@ -323,7 +323,7 @@ int l_predict(lua_State* L);
 // warnings }: scripts/neusight/figures.lua compute's shape); `what` names the rule in errors. [-0, +0, -]
 figures figures_read(lua_State* L, int res, const std::string& what);
 
-// [-0, +1, m] what neusight.report reads of a GPU: name, file, mem_gb, price_per_hour_usd
+// [-0, +1, m] what neusight.report reads of a GPU: name, vendor, file, mem_gb, price_per_hour_usd
 void report_gpu_push(lua_State* L, const gpu_spec& gpu);
 // [-0, +1, m] the figures' fields as neusight.report and neusight.compare read them: an array of { key, value (nil
 // when not available), column, cell, top }

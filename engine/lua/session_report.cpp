@@ -54,8 +54,9 @@ void figure_value_push(lua_State* L, const figure_value& value) {
 }  // namespace
 
 void report_gpu_push(lua_State* L, const gpu_spec& gpu) {
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   lua_pushstring(L, gpu.name.c_str()), lua_setfield(L, -2, "name");
+  lua_pushstring(L, gpu.vendor.c_str()), lua_setfield(L, -2, "vendor");  // the table's launch wording (launch.lua graph_name)
   lua_pushstring(L, gpu.source.c_str()), lua_setfield(L, -2, "file");
   lua_pushnumber(L, gpu.mem_gb), lua_setfield(L, -2, "mem_gb");
   lua_pushnumber(L, gpu.price_per_hour_usd), lua_setfield(L, -2, "price_per_hour_usd");

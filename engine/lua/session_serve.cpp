@@ -54,7 +54,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 }
 
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90, band_spread (with_band: the band and
-// its table's width factor; nil without one),
+// its table's width factor; nil without one), out_of_distribution, band_widened, band_borrowed_from,
+// band_fallback_share (with_band: predict's figures of those names, where the band gives them),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, model_params (the
 // whole model's, when the phase holds it: session::forecast_model_params), layout_warnings (the parallel layout's
@@ -117,10 +118,17 @@ int l_serve_phase(lua_State* L) {
       }
       lua_setfield(L, -2, "families");
     }
-    for (const auto& x : band.fields)
+    for (const auto& x : band.fields) {
       if (const auto v = figure_number(x.value);
-          v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90" || x.key == "band_spread"))
+          v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90" || x.key == "band_spread" ||
+                x.key == "band_widened" || x.key == "band_fallback_share"))
         set_number(L, x.key.c_str(), *v);
+      // what the band says the forecast is outside of, as predict's JSON figures say it (serve.lua phase_report)
+      if (const bool* b = std::get_if<bool>(&x.value); b && x.key == "out_of_distribution")
+        lua_pushboolean(L, *b), lua_setfield(L, -2, "out_of_distribution");
+      if (const auto* t = std::get_if<std::string>(&x.value); t && x.key == "band_borrowed_from")
+        lua_pushlstring(L, t->data(), t->size()), lua_setfield(L, -2, "band_borrowed_from");
+    }
     lua_createtable(L, int(band.warnings.size()), 0);  // stack: result warnings (out of distribution)
     for (size_t i = 0; i < band.warnings.size(); ++i)
       lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));

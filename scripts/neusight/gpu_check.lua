@@ -114,6 +114,17 @@ function M.problem(g)
     return fmt("key 'compute_capability' must be NVIDIA's major.minor (\"9.0\") or AMD's gfx target (\"gfx942\") "
       .. "(got %q)", cc), "compute_capability"
   end
+  -- and the vendor's own form: an NVIDIA capability on an AMD file (or a gfx target on an NVIDIA one) would hold its
+  -- peaks to the other vendor's row (an MI325X written "9.4" let its 2614.9 with-sparsity bf16 figure through,
+  -- forecast 20 % fast; audit19)
+  if type(cc) == "string" and (g.vendor == "amd" or g.vendor == "nvidia") then
+    local gfx = cc:match("^gfx") ~= nil
+    if gfx ~= (g.vendor == "amd") then
+      return fmt("key 'compute_capability' = %q is %s, but vendor = %q: an AMD file names its gfx target (\"gfx942\"), "
+        .. "an NVIDIA one its major.minor (\"9.0\")", cc, gfx and "an AMD gfx target" or "an NVIDIA major.minor",
+        g.vendor), "compute_capability"
+    end
+  end
   local sm, cores, mhz = num(g, "num_sm"), num(g, "cores_per_sm"), num(g, "boost_clock_mhz")
   local fp32 = num(g, "peak_fp32_tflops")
   if sm and cores and mhz and fp32 then

@@ -47,6 +47,13 @@ M.VECTOR_KINDS = { elementwise = true, softmax = true, layernorm = true }
 
 M.MODES = { "eager", "graph" }
 
+--- What a graph replay is on a GPU of `vendor`, as the table names it: a CUDA graph on NVIDIA, a HIP graph on AMD
+--- (ROCm's PyTorch captures torch.cuda.CUDAGraph as a hipGraph; vLLM's ROCm build replays those). The floor_s above
+--- was read off NVIDIA CUDA-graph timings alone: no graph-replayed AMD kernel is in the shared data.
+function M.graph_name(vendor)
+  return vendor == "amd" and "HIP-graph (hipGraph) replay" or "CUDA-graph replay"
+end
+
 --- The parameters for one GPU.
 function M.params(gpu)
   return M.PARAMS[gpu.name] or M.PARAMS.default

@@ -265,7 +265,7 @@ function M.weight_cache_bytes(nodes, compute)
 end
 
 --- The context build() hands to the report and the timeline: per-node bytes, parameters, state layout, workspace.
----@param t { nodes: table, rule_of?: function, training: boolean, state: table, recipe: table, kv_cache_bytes?: number, gpu_mem_gb?: number, gpu_reported_gib?: number, mode: string, batch: integer }
+---@param t { nodes: table, rule_of?: function, training: boolean, state: table, recipe: table, kv_cache_bytes?: number, gpu_mem_gb?: number, gpu_vendor?: string, gpu_reported_gib?: number, mode: string, batch: integer }
 function M.context(t)
   local per = M.per_node(t.nodes, t.rule_of)
   local params = 0
@@ -279,7 +279,7 @@ function M.context(t)
   return {
     saved = per.saved, temporary = per.temporary, kept = per.kept, count = count, names = names,
     params = params, state = t.state,
-    training = t.training, kv_cache = t.kv_cache_bytes or 0, gpu_mem_gb = t.gpu_mem_gb,
+    training = t.training, kv_cache = t.kv_cache_bytes or 0, gpu_mem_gb = t.gpu_mem_gb, gpu_vendor = t.gpu_vendor,
     gpu_reported_gib = t.gpu_reported_gib, mode = t.mode,
     batch = t.batch, cublas = M.CUBLAS_WORKSPACE_BYTES * M.STREAMS, autocast_cache = autocast,
   }
@@ -432,8 +432,9 @@ function M.line(obj, total, ctx)
   local parts = fmt("state %.2f + activations %.2f + temporary %.2f%s + workspace %.2f%s", obj.state_gb,
     obj.activations_gb, obj.temporary_gb, obj.temporary_node ~= "" and " (" .. obj.temporary_node .. ")" or "",
     obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
-  return fmt("memory           %12.2f GB   per GPU = %s; %s; %s%s (saved tensors, no CUDA context)",
-    gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb, ctx.gpu_reported_gib), batch_of(obj))
+  return fmt("memory           %12.2f GB   per GPU = %s; %s; %s%s (saved tensors, no %s context)",
+    gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb, ctx.gpu_reported_gib), batch_of(obj),
+    ctx.gpu_vendor == "amd" and "HIP" or "CUDA")  -- ROCm's runtime on an AMD GPU
 end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,

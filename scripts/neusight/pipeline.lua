@@ -17,7 +17,7 @@
 --   warnings               the warnings found before (the workload's, or the reference graph's)
 --   fields                 the report fields of the workload (scripts/neusight/report.lua workload / graph): what the
 --                          report renders; run.timeline() adds `parallel` and `memory` to it
---   gpu                    { name, file, mem_gb, price_per_hour_usd }
+--   gpu                    { name, vendor, file, mem_gb, price_per_hour_usd }
 -- and, in both,
 --   say                    whether warnings go to stderr as they are found (a single forecast; a comparison row keeps
 --                          them in its row only)

@@ -380,7 +380,7 @@ end
 
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
---- seconds), `x` what the engine adds: gpu { name, file, mem_gb }, predictor, warnings, figures (an array of
+--- seconds), `x` what the engine adds: gpu { name, vendor, file, mem_gb }, predictor, warnings, figures (an array of
 --- { key, value, top }, value nil when not available) and figure_lines.
 function M.result(f, fc, x)
   local par = f.parallel
@@ -472,7 +472,7 @@ function M.result(f, fc, x)
   end
   r.ops = ops
   -- what only the table shows
-  r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file,
+  r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file, gpu_vendor = x.gpu.vendor,
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
     memory_lines = type(memory) == "table" and memory.lines or nil,
     -- and what the JSON alone adds, made when it is written (format_json): a parallel run's op-by-op timeline
@@ -730,7 +730,8 @@ function M.format_table(r)
     r.layers and fmt(", %d layers", r.layers) or ""))
   add(fmt("gpu       %s  (%s)\n", r.gpu, r.gpu_file))
   add(fmt("predictor %s%s\n\n", r.predictor,
-    r.launch == "graph" and "  (launch graph: CUDA-graph replay, scripts/neusight/launch.lua)" or ""))
+    r.launch == "graph" and "  (launch graph: " .. require("neusight.launch").graph_name(t.gpu_vendor)
+      .. ", scripts/neusight/launch.lua)" or ""))
 
   -- Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
   local fw, bw, step = {}, {}, {}

@@ -223,7 +223,8 @@ local function forecaster(o, phase)
     end
     local counted = r ~= nil  -- a band asked of a phase forecast before: the same forecast, counted once
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_spread = p.band_spread,
-          band_warnings = p.band_warnings,
+          band_warnings = p.band_warnings, out_of_distribution = p.out_of_distribution, band_widened = p.band_widened,
+          band_borrowed_from = p.band_borrowed_from, band_fallback_share = p.band_fallback_share,
           band_done = with_band, attention_ms = attn, head_ms = head,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           max_positions = p.max_positions, model_warnings = p.model_warnings, layout_warnings = p.layout_warnings,
@@ -274,10 +275,15 @@ local function forecaster(o, phase)
   return F, function() return n end, function() return worst end, function() return fp8 end
 end
 
+-- With the phase's band, what it says the forecast is outside of, under predict's JSON names (README: Uncertainty band):
+-- out_of_distribution, band_widened, band_borrowed_from (an AMD GPU's band is NVIDIA's), band_fallback_share (the
+-- time the untrained roofline fallback priced); the last three only where predict gives them.
 local function phase_report(r)
   local b = M.bounds(r.kernels)
   return { latency_ms = r.ms, batch = r.batch, [r.mode == "prefill" and "seq" or "context"] = r.tokens,
-           bound = b.bound, roofline_ms = b.roofline_ms, predicted_ms = b.predicted_ms, kv_cache_gb = r.kv_cache_gb }
+           bound = b.bound, roofline_ms = b.roofline_ms, predicted_ms = b.predicted_ms, kv_cache_gb = r.kv_cache_gb,
+           out_of_distribution = r.out_of_distribution, band_widened = r.band_widened,
+           band_borrowed_from = r.band_borrowed_from, band_fallback_share = r.band_fallback_share }
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -1719,7 +1719,7 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   local rule_of = memory.engine_rules()
   local function context(ns, kv_bytes, batch)
     return memory.context { nodes = ns, rule_of = rule_of, training = w.mode == "train", state = state,
-      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb,
+      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb, gpu_vendor = gpu and gpu.vendor,
       gpu_reported_gib = memory.reported_gib(gpu), mode = w.mode, batch = batch }
   end
   local ctx = context(nodes, kv, w.batch)

@@ -424,6 +424,31 @@ TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at 
   CHECK_THAT(run_cli(args + blank.string() + "'").err, Catch::Contains("key 'what_if' must say in words"));
 }
 
+// audit19: the capability's form is the vendor's. An MI325X written from its datasheet with an NVIDIA-style "9.4" was
+// held to NVIDIA's 4096 dense FLOPs per clock per SM, so its with-sparsity bf16 figure (2614.9, 2x the dense 1307.4)
+// passed and forecast Llama-3-8B inference 20 % fast; a gfx target on an NVIDIA file is refused alike.
+TEST_CASE("GPU file: a compute capability of the other vendor's form is an error at its line", "[cli][gpu]") {
+  temp_dir t;
+  const std::string args = "predict --model gpt2_large --mode inference --batch 1 --seq 128 --dtype bf16 --gpu '";
+  const std::string mi300x = ns_test::slurp(ns_test::source_dir / "gpus/mi300x.toml");
+  const fs::path amd = t.write("mi325x.toml", replaced(replaced(mi300x, "compute_capability = \"gfx942\"",
+                                                                "compute_capability = \"9.4\"   "),
+                                                       "peak_bf16_tflops = 1307.4", "peak_bf16_tflops = 2614.9"));
+  const auto a = run_cli(args + amd.string() + "'");
+  INFO(a.err);
+  CHECK(a.code == 1);
+  CHECK(a.out.empty());
+  CHECK_THAT(a.err, Catch::Contains("mi325x.toml:12:1: key 'compute_capability' = \"9.4\" is an NVIDIA major.minor, "
+                                    "but vendor = \"amd\": an AMD file names its gfx target (\"gfx942\")"));
+  const std::string h100 = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const fs::path nv = t.write("h100.toml", replaced(h100, "compute_capability = \"9.0\"", "compute_capability = \"gfx942\""));
+  const auto n = run_cli(args + nv.string() + "'");
+  INFO(n.err);
+  CHECK(n.code == 1);
+  CHECK_THAT(n.err, Catch::Contains("h100.toml:8:1: key 'compute_capability' = \"gfx942\" is an AMD gfx target, but "
+                                    "vendor = \"nvidia\""));
+}
+
 TEST_CASE("gpu names: a100 is the SXM4 80GB and the forecast says so - a10 is the A10", "[cli][gpu]") {
   const std::string run = "predict --model gpt3_27 --batch 1 --seq 128 --mode inference --predictor roofline";
   std::string err;

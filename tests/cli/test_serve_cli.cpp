@@ -762,3 +762,40 @@ TEST_CASE("predict --help says the fp32 --dtype default that a serving phase wit
   CHECK(run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --context 64")["dtype"] == "fp32");
   CHECK(run_json("serve --model llama3_8b --gpu h100 --batch 1 --input-len 64 --output-len 2")["dtype"] == "bf16");
 }
+
+// audit19: serve's JSON says what predict's figures say of a forecast outside what the AMD predictor knows (an MI300X
+// beyond the MI100 / MI210 its weights saw, a band borrowed from the NVIDIA folds, GEMMs and attention priced by the
+// roofline fallback) under the same names, per phase: it had only the warnings' text.
+TEST_CASE("serve: a phase's JSON says out of distribution and the borrowed and fallback band as predict does",
+          "[cli][serve]") {
+  const std::string args = " --model llama3_8b --dtype bf16 --batch 8 --input-len 1024 --output-len 16";
+  const json amd = run_json("serve --gpu mi300x" + args);
+  for (const char* phase : {"prefill", "decode"}) {
+    INFO(phase);
+    const json& p = amd["phases"][phase];
+    CHECK(p["out_of_distribution"] == true);
+    CHECK(p["band_borrowed_from"] == "nvidia");
+    CHECK(p["band_widened"].get<double>() > 1);
+    CHECK(p["band_fallback_share"].get<double>() > 0);
+  }
+  const json pre = run_json("predict --gpu mi300x --mode prefill --seq 1024 --kernels megatron --launch graph" +
+                            std::string(" --model llama3_8b --dtype bf16 --batch 8"));
+  CHECK(amd["phases"]["prefill"]["band_fallback_share"].get<double>() ==
+        Approx(pre["figures"]["band_fallback_share"].get<double>()));
+  const json in = run_json("serve --gpu mi210" + args);  // a training GPU of the AMD weights: inside their range
+  CHECK(in["phases"]["prefill"]["out_of_distribution"] == false);
+  CHECK(in["phases"]["prefill"]["band_borrowed_from"] == "nvidia");
+  CHECK_FALSE(in["phases"]["prefill"].contains("band_widened"));
+}
+
+// audit19: the table names the graph API of the GPU's vendor (the engine hands report.lua the GPU's vendor)
+TEST_CASE("launch graph: the table says hipGraph on an AMD GPU and CUDA graph on an NVIDIA one", "[cli][serve]") {
+  const std::string args = " --model llama3_8b --mode decode --dtype bf16 --batch 1 --context 128 --launch graph";
+  const auto amd = run_cli("predict --gpu mi300x" + args);
+  REQUIRE(amd.code == 0);
+  CHECK(amd.out.find("(launch graph: HIP-graph (hipGraph) replay, scripts/neusight/launch.lua)") != std::string::npos);
+  CHECK(amd.out.find("CUDA") == std::string::npos);
+  const auto nv = run_cli("predict --gpu h100" + args);
+  REQUIRE(nv.code == 0);
+  CHECK(nv.out.find("(launch graph: CUDA-graph replay, scripts/neusight/launch.lua)") != std::string::npos);
+}

@@ -140,6 +140,19 @@ function M.test_table_and_csv()
   eq(csv:find(",iteration,", 1, true), nil, "one GPU: no iteration rows (the op rows sum to latency_ms)")
 end
 
+-- audit19: the table's launch note names the vendor's graph API: a hipGraph on an AMD GPU, not a CUDA graph.
+function M.test_table_launch_graph_names_the_vendor_api()
+  local function line(vendor)
+    local f = R.workload({ mode = "decode", batch = 4.0, seq = 8, context = 8, dtype = "bf16", precision = "pure",
+      optimizer = "none", launch = "graph" }, { source = "w.lua", model = "tiny", state = state, memory = { memory_gb = 3 } })
+    local g = { name = "Tiny", vendor = vendor, file = "gpus/tiny.toml", mem_gb = 16, price_per_hour_usd = 0 }
+    local r = R.result(f, forecast(), { gpu = g, predictor = "neusight", warnings = {}, figure_lines = {}, figures = {} })
+    return R.format_table(r):match("\npredictor[^\n]*")
+  end
+  eq(line("amd"), "\npredictor neusight  (launch graph: HIP-graph (hipGraph) replay, scripts/neusight/launch.lua)", "AMD")
+  eq(line("nvidia"), "\npredictor neusight  (launch graph: CUDA-graph replay, scripts/neusight/launch.lua)", "NVIDIA")
+end
+
 -- Σ of a CSV's ms column (the 17th), and its cells by `name` (first column) for section `section`.
 local function csv_rows(csv)
   local sum, by = 0.0, {}
