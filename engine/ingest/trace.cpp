@@ -325,6 +325,12 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
       if (known.size() >= 4 && text_edit_distance(text_lower(h), text_lower(known)) <= 2)
         throw error(source + ":1: unknown column '" + h + "' (did you mean '" + known + "'?)");
   }
+  // the columns read: one missing is named at the header's line, with the others (csv_table::column's did-you-mean
+  // would offer a column that is there for another purpose: 'input_shapes' for a missing 'output_shape')
+  for (const char* need : {"Name", "input_shapes", "output_shape", "fw_latency", "bw_latency", "acc_latency"})
+    if (!t.has_column(need))
+      throw error(source + ":1: missing column '" + need + "' (a label CSV has the columns Name, input_shapes, "
+                  "output_shape, fw_latency, bw_latency and acc_latency)");
   const size_t c_name = t.column("Name"), c_in = t.column("input_shapes"), c_out = t.column("output_shape");
   const size_t c_fw = t.column("fw_latency"), c_bw = t.column("bw_latency"), c_acc = t.column("acc_latency");
   const bool has_target = t.has_column("target");
@@ -565,6 +571,14 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     const bool is_optim = cat == "user_annotation" && name.rfind("Optimizer.step#", 0) == 0;
     if (name.rfind("ProfilerStep#", 0) == 0) profiler_steps.insert(name);  // torch.profiler's step() ranges
     if (is_optim) ++optimizer_steps;
+    if (cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset") {
+      // no kernel (no launch grid): counted with its time, which the caller reports as not scaled
+      ++tr.copy_events;
+      if (e.contains("dur") && e["dur"].is_number() && e["dur"].get<double>() > 0 &&
+          e["dur"].get<double>() <= event_max_us)
+        tr.copy_ms += e["dur"].get<double>() / 1e3;
+      continue;
+    }
     if (!is_kernel && !is_cpu && !is_optim) continue;
     const std::string what = (is_kernel ? "kernel '" : "event '") + name + "'";
     auto number = [&](const char* key) {
@@ -806,6 +820,10 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
 }
 
 trace_format trace_detect_text(std::string_view text, const std::string& src) {
+  // torch.profiler's export_chrome_trace and tensorboard_trace_handler(use_gzip=True) write gzip when asked (*.json.gz):
+  // read as CSV its bytes gave a message about quotes
+  if (text.size() >= 2 && text[0] == '\x1f' && text[1] == '\x8b')
+    throw error(src + ": a gzip-compressed file: decompress it first (zcat " + src + " > trace.json) and give the JSON");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
     const json j = json_parse_or_throw(text, src);

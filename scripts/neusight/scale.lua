@@ -27,6 +27,7 @@ M.host_ops = { getitem = true }
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)
 ---@return number milliseconds on the destination
+---@return string the rule it took: "ratio", or "keep" (kept as measured: JSON `method`, the share in `rules`)
 function M.scale(op, from, to)
   local rule = M.route[op.family]
   if rule ~= "ratio" and rule ~= "keep" then
@@ -34,8 +35,8 @@ function M.scale(op, from, to)
       :format(tostring(op.family), rule == nil and "none" or ("'" .. tostring(rule) .. "'")), 0)
   end
   -- An op without GPU kernels (views, host-side getitem on sizes: M.host_ops) costs host time: it does not move.
-  if rule == "keep" or M.host_ops[op.op] or op.from_ms <= 0 then return op.measured_ms end
-  return op.measured_ms * op.to_ms / op.from_ms
+  if rule == "keep" or M.host_ops[op.op] or op.from_ms <= 0 then return op.measured_ms, "keep" end
+  return op.measured_ms * op.to_ms / op.from_ms, "ratio"
 end
 
 -- Measured traces with launch data (Chrome JSON, wavescale): which rule each op kind takes (spec
