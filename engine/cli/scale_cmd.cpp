@@ -470,6 +470,11 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
                                        "replays, kernels outside the profiled ops) were not scaled and are not in "
                                        "origin_ms or latency_ms", f.trace, rep.unattributed, rep.unattributed_ms / steps, per));
   }
+  if (tr.outside_steps_ops)
+    rep.warnings.push_back(fmt::format("{}: {} ops with kernels ({:.4f} ms) start outside every ProfilerStep# range (a "
+                                       "warm-up or an iteration the profiler did not mark, work before the first step()): "
+                                       "they are in the totals, which count {} step{}", f.trace, tr.outside_steps_ops,
+                                       tr.outside_steps_ms, tr.steps, tr.steps > 1 ? "s" : ""));
   if (tr.copy_events) {
     rep.copies = tr.copy_events, rep.copies_ms = tr.copy_ms;
     rep.warnings.push_back(fmt::format("{}: {} memory copies and sets (gpu_memcpy, gpu_memset: {:.4f} ms{}) are no "

@@ -559,6 +559,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
   };
   std::vector<kernel_event> kernels;
   std::set<std::string> profiler_steps;
+  std::vector<std::pair<double, double>> step_ranges;  // their [start, end] in µs
   size_t optimizer_steps = 0;
   for (size_t i = 0; i < events->size(); ++i) {
     const json& e = (*events)[i];
@@ -569,7 +570,11 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     const bool is_kernel = cat == "kernel";
     const bool is_cpu = cat == "cpu_op" || cat == "operator";
     const bool is_optim = cat == "user_annotation" && name.rfind("Optimizer.step#", 0) == 0;
-    if (name.rfind("ProfilerStep#", 0) == 0) profiler_steps.insert(name);  // torch.profiler's step() ranges
+    if (name.rfind("ProfilerStep#", 0) == 0) {  // torch.profiler's step() ranges
+      profiler_steps.insert(name);
+      if (e.contains("ts") && e["ts"].is_number() && e.contains("dur") && e["dur"].is_number())
+        step_ranges.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+    }
     if (is_optim) ++optimizer_steps;
     if (cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset") {
       // no kernel (no launch grid): counted with its time, which the caller reports as not scaled
@@ -816,6 +821,16 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     *op.measured_ms += ke.k.duration_ns / 1e6;
     op.kernels.push_back(std::move(ke.k));
   }
+  if (!step_ranges.empty())  // ops with kernels that start in no ProfilerStep# range: counted, said by the caller
+    for (const auto& [r, pos] : op_of_root) {
+      const trace_op& op = tr.ops[pos];
+      const double ts = cpu[r].ts;
+      if (op.kernels.empty() ||
+          std::any_of(step_ranges.begin(), step_ranges.end(), [&](const auto& s) { return ts >= s.first && ts <= s.second; }))
+        continue;
+      ++tr.outside_steps_ops;
+      tr.outside_steps_ms += *op.measured_ms;
+    }
   return tr;
 }
 

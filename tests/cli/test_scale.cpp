@@ -964,3 +964,16 @@ TEST_CASE("scale: label ops kept as measured say method keep", "[cli][scale]") {
   CHECK(j["rules"]["keep"]["ops"] == kept);
   CHECK(j["rules"]["ratio"]["ops"] == ratio);
 }
+
+// A trace with ProfilerStep# ranges whose ops with kernels start outside every one of them (a second iteration or a
+// warm-up the profiler did not mark) holds more than the steps it counts: said, with the ops' time (it was summed
+// into the totals unsaid).
+TEST_CASE("scale: ops outside every ProfilerStep range are warned of", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string cut = tiny_edit(t, "cut.json", {{R"("name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000)",
+                                                     R"("name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100)"}});
+  const std::string w = scale_trace(cut, "--from v100 --to v100")["warnings"].dump();
+  CHECK(w.find("cut.json: 1 ops with kernels (0.0030 ms) start outside every ProfilerStep# range") != std::string::npos);
+  CHECK(w.find("they are in the totals, which count 1 step") != std::string::npos);
+  CHECK(scale_trace(chrome, "--from v100 --to v100")["warnings"].dump().find("ProfilerStep# range") == std::string::npos);
+}
