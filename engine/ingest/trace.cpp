@@ -821,6 +821,15 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     *op.measured_ms += ke.k.duration_ns / 1e6;
     op.kernels.push_back(std::move(ke.k));
   }
+  // every kernel launched by no op the trace records (no cpu_op carries its External id: CPU activity not recorded, a
+  // trace cut to its kernels, CUDA-graph replays outside any op): no op time to scale, the forecast would be 0 ms
+  if (tr.unattributed.size() == kernels.size()) {
+    double ms = 0;
+    for (const trace_kernel& k : tr.unattributed) ms += k.duration_ns / 1e6;
+    throw error(fmt::format("{}: none of its {} kernels ({:.4f} ms) was launched by an op it records (no cpu_op with "
+                            "the kernel's 'External id': record with CPU activity, "
+                            "torch.profiler.ProfilerActivity.CPU): nothing to scale", source, kernels.size(), ms));
+  }
   if (!step_ranges.empty())  // ops with kernels that start in no ProfilerStep# range: counted, said by the caller
     for (const auto& [r, pos] : op_of_root) {
       const trace_op& op = tr.ops[pos];

@@ -977,3 +977,13 @@ TEST_CASE("scale: ops outside every ProfilerStep range are warned of", "[cli][sc
   CHECK(w.find("they are in the totals, which count 1 step") != std::string::npos);
   CHECK(scale_trace(chrome, "--from v100 --to v100")["warnings"].dump().find("ProfilerStep# range") == std::string::npos);
 }
+
+// A Chrome trace none of whose kernels an op it records launched (the collector's H200 traces keep no cpu_op; a trace
+// recorded without CPU activity) has no op time to scale: it was a 0 ms forecast with exit code 0.
+TEST_CASE("scale: a trace whose kernels no recorded op launched is refused", "[cli][scale]") {
+  const auto r = run_cli("scale --trace tests/fixtures/collect_h200/run1/trace-000.json --to h100 --format json");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("trace-000.json: none of its 45 kernels (3.9148 ms) was launched by an op it records (no cpu_op "
+                   "with the kernel's 'External id'") != std::string::npos);
+}
