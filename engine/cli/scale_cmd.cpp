@@ -22,6 +22,7 @@
 #include "cli/report.h"
 #include "ingest/label.h"
 #include "ingest/opgraph.h"
+#include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
@@ -69,6 +70,11 @@ struct scale_report {
   // Chrome traces of several profiled steps (trace::steps): the ops of every step are listed, the totals are per step
   int64_t steps = 1;
   std::string steps_source;
+  // Chrome traces: GPU time left out of every total (trace.h): memory copies and sets (no kernels) and kernels no op
+  // launched (NCCL kernels without an External id, kernels of a replayed CUDA graph), counted over the trace, their ms
+  // summed over it (reported per step, as the totals)
+  size_t copies = 0, unattributed = 0;
+  double copies_ms = 0, unattributed_ms = 0;
 };
 
 // Table or JSON of a scaled trace; shared by every trace format. A measured step whose kernels run less than
@@ -90,6 +96,16 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
     if (row.pred_to_ms) o["predicted_to_ms"] = *row.pred_to_ms;
     if (row.sub_wave) o["sub_wave"] = {{"kernels", row.sub_wave}, {"bandwidth_scaled", row.sub_wave_moved}};
     ops.push_back(std::move(o));
+  }
+  // The share of the origin's time each rule moved (the ops' `method`), in the order ratio, wave, keep
+  std::vector<std::pair<std::string, std::pair<size_t, double>>> by_rule;
+  for (const char* rule : {"ratio", "wave", "keep"})
+    if (std::any_of(r.rows.begin(), r.rows.end(), [&](const scale_row& row) { return row.method == rule; }))
+      by_rule.push_back({rule, {0, 0.0}});
+  for (const auto& row : r.rows) {
+    auto it = std::find_if(by_rule.begin(), by_rule.end(), [&](const auto& e) { return e.first == row.method; });
+    if (it == by_rule.end()) it = by_rule.insert(by_rule.end(), {row.method, {0, 0.0}});
+    ++it->second.first, it->second.second += row.origin_ms;
   }
   // A trace of several steps: every total is one step's, the mean of the steps (the ops listed are every step's).
   const double per_step = 1.0 / double(r.steps);
@@ -137,6 +153,11 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
                               {"shares", r.label->by_phase ? "fw_latency, bwall_latency" : "e2e_latency"},
                               {"ops_origin_ms", r.label->ops_origin_ms}, {"ops_latency_ms", r.label->ops_latency_ms}};
     }
+    json rules = json::object();  // per rule: its ops, their origin time (per step) and its share of origin_ms
+    for (const auto& [rule, n] : by_rule)
+      rules[rule] = {{"ops", n.first}, {"origin_ms", n.second * per_step},
+                     {"share", origin > 0 ? n.second * per_step / origin : 0.0}};
+    j["rules"] = std::move(rules);
     j["forward_ms"] = ph_total[0];
     j["backward_ms"] = ph_total[1];  // includes gradient accumulation, as in `predict`
     j["optimizer_ms"] = ph_total[2];  // the optimizer step, as in `predict`
@@ -148,6 +169,9 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
       j["idle_ms"] = *idle;
       j["latency_with_idle_ms"] = total + *idle;
     }
+    if (r.copies || r.unattributed)  // GPU time in no total: counts over the trace, ms per step
+      j["not_scaled"] = {{"copies", r.copies}, {"copies_ms", r.copies_ms * per_step},
+                         {"unattributed_kernels", r.unattributed}, {"unattributed_ms", r.unattributed_ms * per_step}};
     j["warnings"] = warnings;
     j["ops"] = std::move(ops);
     emit(j.dump(2) + "\n", f.output);
@@ -179,6 +203,13 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
                        "the measured time{} is scaled\n",
                        r.label->file, r.label->ops_origin_ms, 100 * (r.label->ops_origin_ms / r.label->e2e_ms - 1),
                        r.label->ops_latency_ms, r.label->by_phase ? " (forward and backward apart)" : "");
+  {
+    std::string line;
+    for (const auto& [rule, n] : by_rule)
+      line += fmt::format("{}{} {:.1f} % ({} ops)", line.empty() ? "" : ", ", rule,
+                          origin > 0 ? 100 * n.second * per_step / origin : 0.0, n.first);
+    out += "rules          " + line + "  (share of the origin's time each moved)\n";
+  }
   out += fmt::format("forward        {:>12.3f} ms\nbackward       {:>12.3f} ms\noptimizer      {:>12.3f} ms\n", ph_total[0],
                      ph_total[1], ph_total[2]);
   if (ph_total[3] > 0) out += fmt::format("other          {:>12.3f} ms\n", ph_total[3]);
@@ -256,6 +287,26 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
   const std::vector<double> to_s = run(to);
   said.take(pred);
   out.warnings = said.said(s);
+  // What predict says of a forecast on each GPU beyond the predictor's data (scripts/neusight/uncertainty.lua warnings:
+  // out of distribution, weights not monotone there): the ratio is of the forecasts on both, so both GPUs are asked
+  // (scaling from an H200 or to a B200 reads the weights outside their training GPUs), each warning said once
+  for (const auto& [g, secs] : {std::pair<const gpu_spec*, const std::vector<double>*>{&from, &out.from}, {&to, &to_s}}) {
+    std::map<std::string, std::pair<double, double>> by;  // family -> (Σ s, Σ s²)
+    double total = 0;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const auto fam = ks[i].k.seconds ? std::nullopt : family_of(ks[i].k);
+      auto& a = by[fam ? std::string(family_name(*fam)) : std::string("other")];
+      a.first += (*secs)[i], a.second += (*secs)[i] * (*secs)[i], total += (*secs)[i];
+    }
+    std::vector<family_time> families;
+    for (const auto& [name, a] : by)
+      if (a.first > 0) families.push_back({name, a.first, a.first * a.first / a.second, 0});
+    if (!(total > 0)) continue;
+    figure_inputs in = {{"latency_s", total}};
+    family_inputs_add(in, families, pred, g->vendor);
+    for (auto& w : s.figures_call("neusight.uncertainty", "warnings", in, *g, pred.uncertainty(g->vendor)).warnings)
+      if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end()) out.warnings.push_back(std::move(w));
+  }
   // scripts/neusight/scale.lua destination(k, from, to) per kernel: k its predicted seconds and roofline terms (compute
   // and memory seconds) on both GPUs and the GPU file key of the peak its compute runs on (core/roofline.h
   // roofline_peak_key); back: the destination seconds and the rule that gave them (a string or nil)
@@ -409,8 +460,27 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     rep.warnings.push_back(fmt::format("{} '{}' ops routed to the ratio had missing or unsupported input shapes or element types: "
                                        "wave-scaled instead", n, kind));
   if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
-  if (!tr.unattributed.empty())
-    rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
+  // GPU time no op carries: said with its time (JSON not_scaled), never dropped from the totals unsaid
+  const std::string per = tr.steps > 1 ? " per step" : "";
+  const double steps = double(tr.steps);
+  if (!tr.unattributed.empty()) {
+    rep.unattributed = tr.unattributed.size();
+    for (const auto& k : tr.unattributed) rep.unattributed_ms += k.duration_ns / 1e6;
+    rep.warnings.push_back(fmt::format("{}: {} kernels launched by no op ({:.4f} ms{}: collectives, CUDA-graph "
+                                       "replays, kernels outside the profiled ops) were not scaled and are not in "
+                                       "origin_ms or latency_ms", f.trace, rep.unattributed, rep.unattributed_ms / steps, per));
+  }
+  if (tr.outside_steps_ops)
+    rep.warnings.push_back(fmt::format("{}: {} ops with kernels ({:.4f} ms) start outside every ProfilerStep# range (a "
+                                       "warm-up or an iteration the profiler did not mark, work before the first step()): "
+                                       "they are in the totals, which count {} step{}", f.trace, tr.outside_steps_ops,
+                                       tr.outside_steps_ms, tr.steps, tr.steps > 1 ? "s" : ""));
+  if (tr.copy_events) {
+    rep.copies = tr.copy_events, rep.copies_ms = tr.copy_ms;
+    rep.warnings.push_back(fmt::format("{}: {} memory copies and sets (gpu_memcpy, gpu_memset: {:.4f} ms{}) are no "
+                                       "kernels: not scaled and not in origin_ms or latency_ms (idle_ms counts them)",
+                                       f.trace, rep.copies, rep.copies_ms / steps, per));
+  }
   rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms, rep.busy_ms = tr.gpu_busy_ms, rep.step_ms = tr.step_ms;
   rep.steps = tr.steps, rep.steps_source = tr.steps_source;
   if (!tr.steps_note.empty()) rep.warnings.push_back(tr.steps_note);
@@ -637,14 +707,19 @@ int scale_main(const scale_flags& f) {
     where.push_back({it->second, int(phases[p])});
   }
   std::vector<double> scaled;
+  std::vector<std::string> rules;
   const std::string& file = s.module_display("neusight.scale");
   for (const auto& item : items) {
     const std::string name = item["name"].get<std::string>();
-    const auto r = s.call("neusight.scale", "scale", {item, &from, &to}, 1,
+    const auto r = s.call("neusight.scale", "scale", {item, &from, &to}, 2,
                           "while scaling op '" + name + "' (" + item["phase"].get<std::string>() + ") in " + file);
     if (!r[0].is_number() || !(r[0].get<double>() >= 0) || !std::isfinite(r[0].get<double>()))
       throw error(file + ": scale() must return a finite number >= 0 (op '" + name + "')");
+    // its rule (scale.lua M.route: "ratio", or "keep" for an op kept as measured); nil: "ratio", as before it said
+    if (!r[1].is_null() && !(r[1].is_string() && (r[1] == "ratio" || r[1] == "keep")))
+      throw error(file + ": scale()'s second result (the rule) must be \"ratio\", \"keep\" or nil (op '" + name + "')");
     scaled.push_back(r[0].get<double>());
+    rules.push_back(r[1].is_string() ? r[1].get<std::string>() : std::string("ratio"));
   }
 
   scale_report rep;
@@ -659,7 +734,7 @@ int scale_main(const scale_flags& f) {
     row.op = items[i]["op"].get<std::string>();
     row.phase = items[i]["phase"].get<std::string>();
     row.family = items[i]["family"].get<std::string>();
-    row.method = "ratio";
+    row.method = rules[i];
     row.bucket = where[i].second == int(phase::forward) ? 0 : 1;
     row.count = count;
     row.origin_ms = items[i]["measured_ms"].get<double>() * count;

@@ -325,6 +325,12 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
       if (known.size() >= 4 && text_edit_distance(text_lower(h), text_lower(known)) <= 2)
         throw error(source + ":1: unknown column '" + h + "' (did you mean '" + known + "'?)");
   }
+  // the columns read: one missing is named at the header's line, with the others (csv_table::column's did-you-mean
+  // would offer a column that is there for another purpose: 'input_shapes' for a missing 'output_shape')
+  for (const char* need : {"Name", "input_shapes", "output_shape", "fw_latency", "bw_latency", "acc_latency"})
+    if (!t.has_column(need))
+      throw error(source + ":1: missing column '" + need + "' (a label CSV has the columns Name, input_shapes, "
+                  "output_shape, fw_latency, bw_latency and acc_latency)");
   const size_t c_name = t.column("Name"), c_in = t.column("input_shapes"), c_out = t.column("output_shape");
   const size_t c_fw = t.column("fw_latency"), c_bw = t.column("bw_latency"), c_acc = t.column("acc_latency");
   const bool has_target = t.has_column("target");
@@ -553,6 +559,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
   };
   std::vector<kernel_event> kernels;
   std::set<std::string> profiler_steps;
+  std::vector<std::pair<double, double>> step_ranges;  // their [start, end] in µs
   size_t optimizer_steps = 0;
   for (size_t i = 0; i < events->size(); ++i) {
     const json& e = (*events)[i];
@@ -563,8 +570,20 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     const bool is_kernel = cat == "kernel";
     const bool is_cpu = cat == "cpu_op" || cat == "operator";
     const bool is_optim = cat == "user_annotation" && name.rfind("Optimizer.step#", 0) == 0;
-    if (name.rfind("ProfilerStep#", 0) == 0) profiler_steps.insert(name);  // torch.profiler's step() ranges
+    if (name.rfind("ProfilerStep#", 0) == 0) {  // torch.profiler's step() ranges
+      profiler_steps.insert(name);
+      if (e.contains("ts") && e["ts"].is_number() && e.contains("dur") && e["dur"].is_number())
+        step_ranges.emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+    }
     if (is_optim) ++optimizer_steps;
+    if (cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset") {
+      // no kernel (no launch grid): counted with its time, which the caller reports as not scaled
+      ++tr.copy_events;
+      if (e.contains("dur") && e["dur"].is_number() && e["dur"].get<double>() > 0 &&
+          e["dur"].get<double>() <= event_max_us)
+        tr.copy_ms += e["dur"].get<double>() / 1e3;
+      continue;
+    }
     if (!is_kernel && !is_cpu && !is_optim) continue;
     const std::string what = (is_kernel ? "kernel '" : "event '") + name + "'";
     auto number = [&](const char* key) {
@@ -802,10 +821,33 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     *op.measured_ms += ke.k.duration_ns / 1e6;
     op.kernels.push_back(std::move(ke.k));
   }
+  // every kernel launched by no op the trace records (no cpu_op carries its External id: CPU activity not recorded, a
+  // trace cut to its kernels, CUDA-graph replays outside any op): no op time to scale, the forecast would be 0 ms
+  if (tr.unattributed.size() == kernels.size()) {
+    double ms = 0;
+    for (const trace_kernel& k : tr.unattributed) ms += k.duration_ns / 1e6;
+    throw error(fmt::format("{}: none of its {} kernels ({:.4f} ms) was launched by an op it records (no cpu_op with "
+                            "the kernel's 'External id': record with CPU activity, "
+                            "torch.profiler.ProfilerActivity.CPU): nothing to scale", source, kernels.size(), ms));
+  }
+  if (!step_ranges.empty())  // ops with kernels that start in no ProfilerStep# range: counted, said by the caller
+    for (const auto& [r, pos] : op_of_root) {
+      const trace_op& op = tr.ops[pos];
+      const double ts = cpu[r].ts;
+      if (op.kernels.empty() ||
+          std::any_of(step_ranges.begin(), step_ranges.end(), [&](const auto& s) { return ts >= s.first && ts <= s.second; }))
+        continue;
+      ++tr.outside_steps_ops;
+      tr.outside_steps_ms += *op.measured_ms;
+    }
   return tr;
 }
 
 trace_format trace_detect_text(std::string_view text, const std::string& src) {
+  // torch.profiler's export_chrome_trace and tensorboard_trace_handler(use_gzip=True) write gzip when asked (*.json.gz):
+  // read as CSV its bytes gave a message about quotes
+  if (text.size() >= 2 && text[0] == '\x1f' && text[1] == '\x8b')
+    throw error(src + ": a gzip-compressed file: decompress it first (zcat " + src + " > trace.json) and give the JSON");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
     const json j = json_parse_or_throw(text, src);

@@ -94,6 +94,16 @@ struct trace {
   // them is refused.
   std::optional<double> gpu_busy_ms;
   size_t kernel_streams = 0, zero_duration_kernels = 0;
+  // Chrome traces: the GPU's memory copies and sets ("cat" gpu_memcpy / gpu_memset; Memcpy / Memset in older
+  // profilers), which are no kernels (no launch grid to wave-scale): how many and their summed 'dur' in ms. They are
+  // not scaled and not in any op's time; the caller says so (neusight scale: a warning and JSON `not_scaled`).
+  size_t copy_events = 0;
+  double copy_ms = 0;
+  // Chrome traces with ProfilerStep#N ranges: the ops with kernels that start in none of them (a warm-up or another
+  // iteration the profiler did not mark, work before the first step()) and their kernels' ms. They are in the totals;
+  // the caller says so.
+  size_t outside_steps_ops = 0;
+  double outside_steps_ms = 0;
   // Chrome traces: the profiled steps the trace holds (every op of each), and what says so (steps_source, empty for
   // 1 by default): the "steps" of scripts/collect/hf_trace.py's metadata (the trace's top-level "neusight" key, or
   // its sidecar <trace>.meta.json), else the ProfilerStep#N ranges torch.profiler's step() marks, else the

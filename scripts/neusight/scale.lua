@@ -27,6 +27,7 @@ M.host_ops = { getitem = true }
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)
 ---@return number milliseconds on the destination
+---@return string the rule it took: "ratio", or "keep" (kept as measured: JSON `method`, the share in `rules`)
 function M.scale(op, from, to)
   local rule = M.route[op.family]
   if rule ~= "ratio" and rule ~= "keep" then
@@ -34,8 +35,8 @@ function M.scale(op, from, to)
       :format(tostring(op.family), rule == nil and "none" or ("'" .. tostring(rule) .. "'")), 0)
   end
   -- An op without GPU kernels (views, host-side getitem on sizes: M.host_ops) costs host time: it does not move.
-  if rule == "keep" or M.host_ops[op.op] or op.from_ms <= 0 then return op.measured_ms end
-  return op.measured_ms * op.to_ms / op.from_ms
+  if rule == "keep" or M.host_ops[op.op] or op.from_ms <= 0 then return op.measured_ms, "keep" end
+  return op.measured_ms * op.to_ms / op.from_ms, "ratio"
 end
 
 -- Measured traces with launch data (Chrome JSON, wavescale): which rule each op kind takes (spec
@@ -255,7 +256,7 @@ end
 --- the FLOP peak of the kernel's dtype. Only the peak of the kernel's own unit (k.peak) counts as its compute. A
 --- learned predictor's sensitivity to a resource that does not bind (the
 --- fp32 GEMM MLPs see bandwidth and capacity whatever binds, tests/core/test_forecast_physics.cpp) then never
---- moves a measured time. Other pairs take the predictor's ratio: asking it for a hybrid GPU (one GPU's SMs with
+--- moves a measured time. Other pairs take the predictor's ratio within M.envelope's bounds: asking it for a hybrid GPU (one GPU's SMs with
 --- the other's memory) to separate the two resources extrapolated far outside its training data
 --- (tests/bench/scale_pairs.sh: mean 17.0 % → 33.7 %, one pair 599 %).
 ---@param k { from_s: number, to_s: number, compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number, peak: string? }
@@ -273,11 +274,47 @@ function M.destination(k, from, to)
     if b == "memory" then return k.from_s, "bandwidth-bound, same memory: kept" end
     if k.compute_from_s > 0 then r, resource = k.compute_to_s / k.compute_from_s, "peak" end
   end
-  if not r then return k.to_s, "predictor" end
+  if not r then return M.envelope(k, from, to) end
   local raw = k.to_s / k.from_s
   local ratio = math.min(math.max(raw, math.min(1, r)), math.max(1, r))
   return k.from_s * ratio, ratio == raw and "predictor (within the " .. resource .. " ratio)"
     or "predictor, bounded by the " .. resource .. " ratio"
+end
+
+-- The resources a kernel's time can depend on, each a capacity (more is never slower): the SMs and their occupancy
+-- limits, the peak of the kernel's unit in all and per SM (its clock × lanes: a kernel of one wave runs at the per-SM
+-- rate), the bandwidth and the L2.
+M.envelope_fields = { "num_sm", "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm", "max_regs_per_sm",
+                      "max_smem_per_sm_kb", "mem_bw_gbps", "l2_mb" }
+
+--- The predictor's ratio for two GPUs that differ in compute and memory alike, held to the envelope of their resource
+--- ratios: a kernel slows by at most the largest factor any resource it may depend on shrinks by (from / to over
+--- M.envelope_fields and the peak of its unit, k.peak, in all and per SM; every peak when it names none), and speeds up
+--- by at most the largest factor one grows by. So a GPU with at least every resource of the origin (a B200 against an
+--- H200: more SMs, bandwidth, L2, the same per-SM fp32 rate) never runs a kernel slower — the fp32 GEMM MLPs, outside
+--- their training GPUs there, said +29 % for GPT-2's addmm — and the bounds of B → A are those of A → B inverted, so
+--- A → B → A returns the origin. A resource a GPU file lacks (no value on either side) takes no part.
+---@return number seconds on the destination
+---@return string the rule
+function M.envelope(k, from, to)
+  local lo, hi = 1, 1
+  local function take(a, b)
+    if type(a) == "number" and type(b) == "number" and a > 0 and b > 0 then
+      lo, hi = math.min(lo, a / b), math.max(hi, a / b)
+    end
+  end
+  for _, f in ipairs(M.envelope_fields) do take(from[f], to[f]) end
+  local peaks = (k.peak and k.peak ~= "") and { k.peak } or M.peak_fields
+  for _, p in ipairs(peaks) do
+    take(from[p], to[p])
+    if type(from[p]) == "number" and type(to[p]) == "number" and (from.num_sm or 0) > 0 and (to.num_sm or 0) > 0 then
+      take(from[p] / from.num_sm, to[p] / to.num_sm)
+    end
+  end
+  local raw = k.to_s / k.from_s
+  local ratio = math.min(math.max(raw, lo), hi)
+  if ratio == raw then return k.to_s, "predictor" end
+  return k.from_s * ratio, "predictor, bounded by the resource ratios"
 end
 
 return M

@@ -216,6 +216,38 @@ function M.test_physics()
   eq(S.destination(mixed, a, b), 1.1e-3, "mixed: the predictor's ratio")
 end
 
+-- Two GPUs that differ in compute and memory alike: the predictor's ratio within the envelope of their resource ratios.
+-- A B200 has at least every resource of an H200 (its per-SM fp32 rate the same within 0.01 %): an fp32 GEMM the
+-- predictor, outside its training GPUs there, put 29 % slower is not slower; back to the H200 the bound inverts, so
+-- H200 → B200 → H200 returns the origin.
+function M.test_physics_envelope()
+  local occ = { max_threads_per_sm = 2048, max_blocks_per_sm = 32, max_warps_per_sm = 64, max_regs_per_sm = 65536,
+                max_smem_per_sm_kb = 228 }
+  local function gpu(t)
+    for f, v in pairs(occ) do t[f] = v end
+    return t
+  end
+  local h200 = gpu { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 50, peak_fp32_tflops = 66.9, peak_bf16_tflops = 989.4 }
+  local b200 = gpu { num_sm = 148, mem_bw_gbps = 8000, l2_mb = 126, peak_fp32_tflops = 75, peak_bf16_tflops = 2250 }
+  local k = { from_s = 6.2e-5, to_s = 8.0e-5, compute_from_s = 3e-5, memory_from_s = 2e-5, compute_to_s = 2.7e-5,
+              memory_to_s = 1.2e-5, peak = "peak_fp32_tflops" }
+  local t, how = S.destination(k, h200, b200)
+  local per_sm = (66.9 / 132) / (75 / 148)
+  eq(math.abs(t / (k.from_s * per_sm) - 1) < 1e-12, true, "at most the per-SM fp32 rate's ratio slower (got " .. t .. ")")
+  eq(how, "predictor, bounded by the resource ratios", "the rule says so")
+  local back = { from_s = k.to_s, to_s = k.from_s, compute_from_s = k.compute_to_s, memory_from_s = k.memory_to_s,
+                 compute_to_s = k.compute_from_s, memory_to_s = k.memory_from_s, peak = k.peak }
+  local b = S.destination(back, b200, h200)
+  eq(math.abs((t / k.from_s) * (b / back.from_s) - 1) < 1e-12, true, "H200 → B200 → H200 returns the origin")
+  k.to_s = 5e-5
+  eq(select(2, S.destination(k, h200, b200)), "predictor", "within the envelope: the predictor's ratio")
+  eq(S.destination(k, h200, b200), 5e-5, "unchanged")
+  -- the slower GPU the other way: not faster than its origin
+  local slow = { from_s = 1e-3, to_s = 0.5e-3, compute_from_s = 5e-4, memory_from_s = 4e-4, compute_to_s = 6e-4,
+                 memory_to_s = 7e-4, peak = "peak_bf16_tflops" }
+  eq(S.destination(slow, b200, h200), 1e-3, "to a GPU with less of every resource: not faster")
+end
+
 -- "Same compute" is the compute the kernel runs on: an fp8 peak that differs does not make an fp32 kernel's GPUs differ.
 function M.test_physics_compares_the_peak_of_the_kernels_unit()
   local a = { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 60, peak_fp32_tflops = 67, peak_bf16_tflops = 989,
