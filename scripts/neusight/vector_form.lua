@@ -9,6 +9,9 @@
 -- bandwidth (mem_bw_gbps / num_sm) or per-SM memory (mem_gb / num_sm) is above `range` — the five fp32 training
 -- GPUs' maxima (A100-PCIE-40GB 1555 / 108 GB/s; 0.4 GB: V100-PCIE-32GB, T4, P4), the condition of the range warning
 -- (scripts/neusight/uncertainty.lua range_warnings) — elsewhere the MLP's forecast is kept bit for bit.
+-- The range is the shipped weights' (written here, not read from the weights' manifests): with `--weights DIR` trained
+-- on other GPUs (a leave-one-GPU-out fold) change it too. The forecast names the predictor; no extra warning is printed
+-- (the built-in's range warning still says the GPU is beyond the fp32 weights' range).
 --
 -- Why softmax only: weights/VECTOR_FORM_RULE.md (rule written before scoring) kept candidate C3 for softmax alone:
 -- leave-one-GPU-out, the A100 fold (the only fold beyond its training GPUs' range) 41.78 → 24.84 % held-out MAPE,
