@@ -219,7 +219,7 @@ TEST_CASE("Lua predictor: mistakes are errors that say where", "[cli][predictor]
     CHECK(r.err ==
           "neusight: unknown predictor 'roofline_derate' (did you mean 'roofline_derated'?): not a built-in and no "
           "neusight/predictors/roofline_derate.lua on the script search path (scripts); built-in: neusight, roofline, "
-          "roofline-reference; Lua: roofline_derated (or give a .lua file)\n");
+          "roofline-reference; Lua: neusight_vector_form, roofline_derated (or give a .lua file)\n");
     CHECK(run_cli(gpt2 + "--mode inference --predictor nope/p.lua").err == "neusight: predictor nope/p.lua: no such file\n");
   }
   SECTION("the schema: a table, predict required, no unknown keys") {
@@ -309,7 +309,7 @@ TEST_CASE("Lua predictor: answers far above or below the roofline are warned of 
     CHECK(warnings_starting(j, "predictor ").size() == 1);
   }
   SECTION("the built-ins through ns.predict and the bundled roofline_derated: none") {
-    for (const std::string& p : {pass, std::string("roofline_derated")})
+    for (const std::string& p : {pass, std::string("roofline_derated"), std::string("neusight_vector_form")})
       for (const char* mode : {"--mode inference", "--mode train"}) {
         INFO(p << " " << mode);
         CHECK(warnings_starting(parse_json(run_cli(gpt2 + mode + " --predictor " + ns_test::quoted(p))), "predictor ")

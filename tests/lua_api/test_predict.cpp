@@ -227,3 +227,72 @@ TEST_CASE("session dense_peak_tflops: people's dtype spellings read as the engin
   CHECK(s.dense_peak_tflops(gpu, "half") == ns::dense_peak_tflops(gpu, "fp16"));
   CHECK_THROWS_WITH(s.dense_peak_tflops(gpu, "bf17"), Catch::Contains("unknown dtype 'bf17'"));
 }
+
+// --predictor neusight_vector_form (scripts/neusight/predictors/neusight_vector_form.lua, constants in
+// scripts/neusight/vector_form.lua; weights/VECTOR_FORM_RULE.md): on an NVIDIA GPU beyond the fp32 weights' per-SM
+// bandwidth (H100) or memory (L4) range a softmax kernel takes max(floor, (roofline + s_half · SMs / bw) / e); every
+// other kernel there, and every kernel on a GPU in range (the A100-PCIE-40GB holds the range's bandwidth maximum) or of
+// another vendor, is the neusight predictor's bit for bit.
+TEST_CASE("neusight_vector_form: softmax by the form beyond the fp32 range, neusight elsewhere bit for bit",
+          "[lua][predict]") {
+  ns::session_options o;
+  o.data_root = source_dir;
+  ns::session s(o);
+  const double e = 0.6105, s_half = 155872, floor_s = 31.92e-6;  // scripts/neusight/vector_form.lua softmax
+  using kk = ns::kernel_kind;
+  for (const char* gpu_name : {"h100", "l4", "a100-pcie-40gb", "a10", "l40s", "mi300x"}) {
+    const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve(gpu_name);
+    auto ks = kernel_mix();
+    ks.push_back({0, ns::phase::forward, make(kk::softmax, "VECsoftmax", "bf16", 0, 0, 0, 0, 4, 1024, 5.0 * 4 * 1024,
+                                              4.0 * 4 * 1024)});
+    ks.push_back({0, ns::phase::forward, make(kk::softmax, "VECsoftmax", "fp32", 0, 0, 0, 0, 65536, 4096,
+                                              5.0 * 65536 * 4096, 8.0 * 65536 * 4096)});
+    s.tiles_select(ks, gpu);
+    const auto mlp = s.predictor_make("neusight", source_dir / "weights")->predict(ks, gpu);
+    const auto roof = s.predictor_make("roofline", source_dir / "weights")->predict(ks, gpu);
+    const auto got = s.predictor_make("neusight_vector_form", source_dir / "weights")->predict(ks, gpu);
+    REQUIRE(got.size() == ks.size());
+    const bool beyond = gpu.vendor == "nvidia" && (gpu.mem_bw_gbps / gpu.num_sm > 1555.0 / 108 ||
+                                                   gpu.mem_gb / gpu.num_sm > 0.4);
+    CHECK(beyond == (std::string(gpu_name) == "h100" || std::string(gpu_name) == "l4"));
+    int formed = 0, above_floor = 0;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      INFO(gpu_name << " kernel " << i << " " << ks[i].k.name << " " << ks[i].k.dtype);
+      if (beyond && ks[i].k.kind == kk::softmax) {
+        const double want = std::max(floor_s, (roof[i] + s_half * gpu.num_sm / (gpu.mem_bw_gbps * 1e9)) / e);
+        CHECK_THAT(got[i], Catch::Matchers::WithinRel(want, 1e-12));
+        CHECK(got[i] != mlp[i]);
+        ++formed, above_floor += got[i] > floor_s;
+      } else {
+        CHECK(got[i] == mlp[i]);  // bit for bit
+      }
+    }
+    CHECK(formed == (beyond ? 3 : 0));
+    CHECK((above_floor >= 1) == beyond);  // at least the 65536 x 4096 fp32 one: the form, not its floor
+  }
+}
+
+// its table (a --scripts DIR/neusight/vector_form.lua replaces it) is checked as the predictor loads: a misspelt key is
+// an error, never the default
+TEST_CASE("neusight_vector_form: a misspelt or out-of-range constant in vector_form.lua is an error", "[lua][predict]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
+       "softmax = { efficency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
+       "softmax: unknown field 'efficency'"},
+      {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
+       "sofmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
+       "unknown field 'sofmax'"},
+      {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
+       "softmax = { efficiency = 1.6, s_half_bytes = 1, floor_s = 0 } }\n",
+       "softmax must be { efficiency in (0, 1]"},
+      {"return { range = { bw_per_sm_gbps = 14 }, softmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
+       "range must be { bw_per_sm_gbps"},
+  };
+  for (const auto& [text, want] : cases) {
+    INFO(text);
+    temp_dir t;
+    t.write("neusight/vector_form.lua", text);
+    ns::session s(options(t));
+    CHECK_THROWS_WITH(s.predictor_make("neusight_vector_form", source_dir / "weights"), Catch::Matchers::Contains(want));
+  }
+}
