@@ -26,7 +26,7 @@ session::finished graph_forecast(session& s, opgraph& og, const gpu_spec& gpu,
   // what the report shows of the graph (scripts/neusight/report.lua graph)
   const run_state st = s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", r.mode}, {"batch", r.batch},
                                        {"seq", r.seq}, {"layers", layers}, {"launch", r.launch}},
-                                      og.g.params_total(), gpu.mem_gb);
+                                      og.g.params_total(), gpu.mem_gb, gpu.mem_reported_gib);
   const bool training = r.mode == "train";
   if (r.forward_only_warning && training) {
     bool has_backward = false;

@@ -674,7 +674,8 @@ session::~session() {
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
-run_state session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
+run_state session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb,
+                                double gpu_reported_gib) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -682,8 +683,10 @@ run_state session::report_graph(const workload_overrides& fields, double params,
   run_state st = run_state_new(L);
   overrides_push_table(L, fields);  // stack: g
   lua_pushnumber(L, params);
-  lua_pushnumber(L, gpu_mem_gb);  // stack: g params gpu_mem_gb
-  report_fields_keep(*p_, st, "graph", 3);
+  lua_pushnumber(L, gpu_mem_gb);
+  if (gpu_reported_gib > 0) lua_pushnumber(L, gpu_reported_gib);
+  else lua_pushnil(L);  // stack: g params gpu_mem_gb reported_gib (nil: the GPU file gives none)
+  report_fields_keep(*p_, st, "graph", 4);
   run_state_push(L, st, "fields");
   if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: fields state
     throw error(std::string("scripts/neusight/report.lua: graph returned a state that is ") + luaL_typename(L, -1) +

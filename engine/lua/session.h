@@ -149,10 +149,11 @@ class session {
   void file_text_set(const std::string& path, std::string text);
 
   // The report fields of a graph without a workload (predict --graph): one call of scripts/neusight/report.lua
-  // graph(fields, params, gpu_mem_gb), where `fields` holds source, model, mode, batch, seq, layers, launch; the Lua
-  // side makes its model state (precision.lua, for `params` on a GPU of `gpu_mem_gb`), checked here as workload_load's
-  // is. What forecast_render renders of the graph's forecast, as it renders a workload's from its workload.state.
-  run_state report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
+  // graph(fields, params, gpu_mem_gb, reported_gib), where `fields` holds source, model, mode, batch, seq, layers,
+  // launch; the Lua side makes its model state (precision.lua, for `params` on a GPU of `gpu_mem_gb` that reports
+  // `gpu_reported_gib` GiB, 0: its file gives none), checked here as workload_load's is. What forecast_render renders
+  // of the graph's forecast, as it renders a workload's from its workload.state.
+  run_state report_graph(const workload_overrides& fields, double params, double gpu_mem_gb, double gpu_reported_gib);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);

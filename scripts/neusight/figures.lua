@@ -27,7 +27,8 @@
 --                     peak for fp16/bf16/fp8/tf32, its fp32 matrix peak for fp32; no sparsity)
 --   memory_gb, fits   per GPU, the fullest GPU: the memory model's (scripts/neusight/memory.lua: state + saved
 --                     activations + temporary + workspace + KV cache) when the engine gives it; else (an imported graph)
---                     model state + the KV cache, activations not counted, fits = memory_gb <= the GPU's mem_gb
+--                     model state + the KV cache, activations not counted, fits = memory_gb <= the GPU's capacity
+--                     (scripts/neusight/memory.lua capacity: mem_gb, at most 95 % of the total the device reports)
 --   cost_per_iteration_usd       price_per_hour_usd × gpus × latency in hours (absent without a price in the GPU file)
 --   cost_per_million_tokens_usd  cost_per_iteration_usd / tokens × 1e6
 local type, ipairs, fmt, huge = type, ipairs, string.format, math.huge
@@ -399,8 +400,12 @@ function M.compute(r)
   -- its memory is not known (nil)
   local unknown = not modelled and r.params_known == false
   local memory = not unknown and (r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)) or nil
+  -- without the memory model's fits (an imported graph): held to the capacity it holds every run to
+  -- (neusight.memory capacity: mem_gb, at most 95 % of what the device reports), not to the datasheet's mem_gb
+  local M_memory = require "neusight.memory"
+  local reported = M_memory.reported_gib(gpu)
   local fits = r.fits
-  if fits == nil and memory then fits = memory <= gpu.mem_gb end
+  if fits == nil and memory then fits = memory * 1e9 <= M_memory.capacity(gpu.mem_gb, reported) end
 
   local per = per_of(r.mode)
   local fields = {
@@ -434,8 +439,9 @@ function M.compute(r)
   if unknown then  -- its warning says why
     lines[#lines + 1] = fmt("memory                 not known (the graph names no parameters; activations not counted)")
   elseif not modelled then  -- the memory model's own lines say it otherwise
-    lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",
-      memory, gpu.mem_gb, fits and "fits" or "does not fit", r.kv_cache_gb and " + KV cache" or "")
+    lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %s: %s (model state%s, activations not counted)",
+      memory, (M_memory.capacity_words(gpu.mem_gb, reported):gsub("^the GPU's ", "")), fits and "fits" or "does not fit",
+      r.kv_cache_gb and " + KV cache" or "")
   end
   if cost then
     lines[#lines + 1] = fmt("cost             %12s USD per %s, %s USD per million tokens (%s USD per GPU-hour × %d GPU%s, %s)",

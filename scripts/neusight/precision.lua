@@ -224,20 +224,24 @@ local SHARD = " (shard it, see the parallelism options)"
 ---@param s table M.state()
 ---@param params number the graph's parameters
 ---@param recipe string the recipe's name ("pure" | "amp")
+--- The GPU's capacity is neusight.memory capacity's (mem_gb, at most 95 % of `reported_gib`, the total the device
+--- reports, where its file gives one), as every memory report holds a run to.
 ---@param gpu_mem_gb number
 ---@param unreported boolean
-function M.state_report(s, params, recipe, gpu_mem_gb, unreported)
+---@param reported_gib number? the GPU file's mem_reported_gib (nil: none)
+function M.state_report(s, params, recipe, gpu_mem_gb, unreported, reported_gib)
+  local memory = require "neusight.memory"
   local gb = M.state_bytes(params, s) / 1e9
-  local over = unreported and gb > gpu_mem_gb
+  local over = unreported and gb * 1e9 > memory.capacity(gpu_mem_gb, reported_gib)
+  local words = over and memory.capacity_words(gpu_mem_gb, reported_gib)
   return {
     state_gb = gb, convention = s.convention,
     bytes_per_param = setmetatable({ weights = s.weights + 0.0, gradients = s.gradients + 0.0, master = s.master + 0.0,
       optimizer_state = s.optimizer_state + 0.0 }, { __order = { "weights", "gradients", "master", "optimizer_state" } }),
     line = fmt("model state      %12.1f GB   (%.3g B parameters x %s per parameter, %s recipe%s)%s\n", gb, params / 1e9,
       M.state_breakdown(s), recipe, recipe == "amp" and " (" .. s.convention .. ")" or "",
-      over and fmt(" — exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gpu_mem_gb, SHARD) or ""),
-    warning = over and fmt("model state %.1f GB exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gb, gpu_mem_gb,
-      SHARD) or nil,
+      over and fmt(" — exceeds %s: the forecast assumes it fits%s", words, SHARD) or ""),
+    warning = over and fmt("model state %.1f GB exceeds %s: the forecast assumes it fits%s", gb, words, SHARD) or nil,
   }
 end
 

@@ -110,16 +110,18 @@ end
 --- What the report shows of a reference operator graph (predict --graph): `g` holds source, model, mode, batch, seq,
 --- layers and launch. A graph runs fp32 without an optimizer under the default recipe of that (neusight.precision
 --- default: pure); its model state is neusight.precision state_report of that state for the graph's `params` on a GPU
---- of `gpu_mem_gb`, with no memory report covering it (the line and a warning say when the state alone does not fit).
+--- of `gpu_mem_gb` reporting `reported_gib` GiB in all (its file's mem_reported_gib; nil: none), with no memory report
+--- covering it (the line and a warning say when the state alone does not fit neusight.memory's capacity).
 ---@param g table
 ---@param params number the graph's parameters
 ---@param gpu_mem_gb number
-function M.graph(g, params, gpu_mem_gb)
+---@param reported_gib number?
+function M.graph(g, params, gpu_mem_gb, reported_gib)
   local precision = require "neusight.precision"
   local dtype, mode, optimizer = "fp32", g.mode or "", "none"
   local recipe = precision.default(dtype, mode)
   local state = precision.state_of { dtype = dtype, mode = mode, optimizer = optimizer }
-  local report = precision.state_report(state, params, recipe, gpu_mem_gb, true)
+  local report = precision.state_report(state, params, recipe, gpu_mem_gb, true, reported_gib)
   -- the parameters are counted from a training graph's gradient accumulation rows; an inference graph has none, so
   -- its model state (and the memory and fits made from it) would read 0 GB that fits: not known (figure_inputs hands
   -- params_known to figures.lua, which says so too)

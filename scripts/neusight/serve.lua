@@ -644,6 +644,14 @@ function M.usable_gb(o, gpu)
   return budget_gb_of(gpu.mem_gb, o.gpu_memory_utilization, gpu.mem_reported_gib)
 end
 
+--- What predict holds a run to on `gpu`, in words (neusight.memory capacity): "all 80 GB" where that is its mem_gb,
+--- else "22.44 GB (95 % of the 22.00 GiB it reports; …)" (a part reporting less than its datasheet's GB: L4, L40S, T4).
+function M.predict_capacity_text(gpu)
+  local reported = memory.reported_gib(gpu)
+  if memory.capacity(gpu.mem_gb, reported) >= gpu.mem_gb * 1e9 then return fmt("all %.0f GB", gpu.mem_gb) end
+  return (memory.capacity_words(gpu.mem_gb, reported):gsub("^the GPU's ", ""))
+end
+
 --- The memory a budget is a share of, in words: "the 79.1 GiB the GPU reports" or "80 GB" (mem_gb, without the
 --- figure).
 function M.memory_text(gpu)
@@ -740,10 +748,10 @@ local function run_static(o, F, count)
   end
   if not r.fits then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
-      .. "of %s (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
-      .. "%.0f GB): at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,
+      .. "of %s (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts %s): "
+      .. "at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,
       M.usable_gb(o, pre.gpu), 100 * o.gpu_memory_utilization, M.memory_text(pre.gpu),
-      o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
+      o.gpu_memory_utilization, M.predict_capacity_text(pre.gpu), r.max_concurrency, I + O - 1)
   end
   local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2), true) or nil
   r.phases = { prefill = phase_report(pre), decode = mid and phase_report(mid) or nil }

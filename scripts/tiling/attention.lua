@@ -29,6 +29,8 @@ local kernels = require "neusight.kernels"
 local M = {}
 
 M.q_block = 128
+-- the longest slice of the cache one decode block reads while the SMs allow more splits (⌈kv / it⌉ splits, capped at
+-- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md), a minimum before; the name kept for scripts that set it
 M.min_kv_slice = 256
 
 local function check(k, name)

@@ -137,6 +137,23 @@ TEST_CASE("memory: fits is false when over, with a warning naming the parts", "[
   CHECK(table.out.find("largest batch that fits: ") != std::string::npos);
 }
 
+// An imported graph has no memory report: its model state alone is held to the GPU's capacity, the one every memory
+// report holds a run to (scripts/neusight/memory.lua capacity: at most 95 % of the reported total), not to the
+// datasheet's mem_gb. A T4 reports 14.75 GiB of its "16 GB" (capacity 15.05 GB): GPT-2 Large's training graph at 94
+// layers holds 15.8 GB of fp32 weights and gradients, which was said to fit the T4's 16 GB with no warning.
+TEST_CASE("memory: an imported graph's model state is held to the reported capacity", "[cli][memory]") {
+  const std::string graph = "predict --graph tests/fixtures/neusight/opgraph/gpt2_large-train-1024-1.csv --gpu t4 "
+                            "--layers 94 --predictor roofline";
+  const auto r = run_cli(graph);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("model state 15.8 GB exceeds the GPU's 15.05 GB (95 % of the 14.75 GiB it reports; its "
+                   "datasheet's 16 GB is more than that)") != std::string::npos);
+  CHECK(r.out.find("does not fit (model state, activations not counted)") != std::string::npos);
+  const json j = json::parse(run_cli(graph + " --format json").out);
+  CHECK_FALSE(j["figures"]["fits"].get<bool>());
+}
+
 TEST_CASE("memory: recomputation full < selective < none, and sdpa < eager at long sequences", "[cli][memory]") {
   const std::string base = "--model gpt3_27 --gpu h100 --mode train --seq 2048 --batch 4 --pp 2 --microbatches 2 "
                            "--dtype bf16 --attention eager";

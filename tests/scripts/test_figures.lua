@@ -104,6 +104,33 @@ function M.test_every_field_has_a_key_and_the_table_lines()
   end
 end
 
+-- An imported graph's fits (no memory model: model state + KV cache) held to the capacity every memory report holds a
+-- run to (neusight.memory capacity: at most 95 % of the reported total), not to the datasheet's mem_gb: an L4's 24 GB
+-- of which it reports 22.0 GiB (capacity 22.44 GB) does not hold 23 GB of state (was "fits")
+function M.test_graph_fits_held_to_the_reported_capacity()
+  local function graph_on(gpu, state_gb)
+    return F.compute { mode = "train", batch = 1, seq = 8, dtype = "fp32", latency_s = 1e-3, flops_forward = 1e9,
+                       flops_backward = 2e9, flops_optimizer = 0, state_gb = state_gb, parallel = false,
+                       peak_tflops = 10, gpu = gpu }
+  end
+  local function fits(out)
+    for _, f in ipairs(out.fields) do if f.key == "fits" then return f.value end end
+  end
+  local l4 = { mem_gb = 24, mem_reported_gib = 22.0, source = "gpus/l4.toml" }
+  local over = graph_on(l4, 23)
+  eq(fits(over), false, "23 GB on an L4: more than its 22.44 GB capacity")
+  assert(over.lines[4]:find("per GPU of 22.44 GB (95 % of the 22.00 GiB it reports", 1, true), over.lines[4])
+  assert(over.lines[4]:find("does not fit", 1, true), over.lines[4])
+  eq(fits(graph_on(l4, 22)), true, "22 GB fits in 22.44")
+  -- a GPU whose file gives no reported total, or whose mem_gb is under 95 % of it: mem_gb, the line as before
+  local plain = graph_on({ mem_gb = 24, source = "t.toml" }, 23)
+  eq(fits(plain), true, "no mem_reported_gib: mem_gb")
+  assert(plain.lines[4]:find("per GPU of 24 GB: fits", 1, true), plain.lines[4])
+  local h100 = graph_on({ mem_gb = 80, mem_reported_gib = 79.1, source = "gpus/h100.toml" }, 79.5)
+  eq(fits(h100), true, "an H100: mem_gb 80, under 95 % of 79.1 GiB, is the capacity")
+  assert(h100.lines[4]:find("per GPU of 80 GB: fits", 1, true), h100.lines[4])
+end
+
 -- search's floor check over its whole ranking in one call (F.search_floor): each layout's inputs made by neusight.report
 -- (the iteration of a parallel run, the kernels' sum on one GPU; backward FLOPs with gradient accumulation), held to its
 -- floor as a forecast is; one warning, of the best-ranked below it, with how many are

@@ -407,6 +407,15 @@ function M.test_graph_fields_and_state()
   g.mode = "inference"
   eq(R.graph(g, 3e9, 16).state.state_gb, 12.0, "inference: the weights only")
   eq(R.graph(g, 3e9, 16).state.warning, nil, "12 GB fits")
+  -- held to neusight.memory's capacity, as every memory report is: an L4 (24 GB, reports 22.0 GiB) holds 22.44 GB,
+  -- so 22.8 GB of state does not fit there (it was measured against the datasheet's 24 GB and said nothing)
+  g.mode = "train"
+  local l4 = R.graph(g, 2.85e9, 24, 22.0).state
+  eq(l4.warning, "model state 22.8 GB exceeds the GPU's 22.44 GB (95 % of the 22.00 GiB it reports; its datasheet's "
+    .. "24 GB is more than that): the forecast assumes it fits (shard it, see the parallelism options)",
+    "the capacity, not mem_gb")
+  assert(l4.line:find("exceeds the GPU's 22.44 GB", 1, true), l4.line)
+  eq(R.graph(g, 2.85e9, 24).state.warning, nil, "without a reported total: mem_gb, 22.8 GB fits in 24")
 end
 
 -- A comparison's rows carry the settings that change them besides the inputs (compare.settings_of): each where it

@@ -160,6 +160,17 @@ function M.test_static_batch_beyond_budget_names_it()
   eq(r.warnings[#r.warnings], "batch 6000 does not fit: weights 16.0 GB + KV cache 66.0 GB exceed 72.0 GB, 90 % of "
     .. "80 GB (--gpu-memory-utilization 0.9, a serving engine's reservation; `predict --mode decode` counts all 80 GB): "
     .. "at most 5000 sequences of 110 tokens", "said")
+  -- on a part reporting less than its datasheet's GB predict holds a run to 95 % of that (neusight.memory capacity),
+  -- not all of mem_gb: an L4's 22.44 GB (the message said "counts all 24 GB")
+  local function l4(f)
+    local p = phase(f)
+    p.gpu.mem_gb, p.gpu.mem_reported_gib = 24, 22.0
+    return p
+  end
+  local small = S.run({ model = "m", gpu = "g", batch = 6000, input_len = 100, output_len = 11 }, l4)
+  eq(small.fits, false, "over an L4's budget")
+  assert(small.warnings[#small.warnings]:find("`predict --mode decode` counts 22.44 GB (95 % of the 22.00 GiB it "
+    .. "reports; its datasheet's 24 GB is more than that)): at most ", 1, true), small.warnings[#small.warnings])
 end
 
 -- The budget is --gpu-memory-utilization of the memory the device reports (the GPU file's mem_reported_gib), as vLLM
