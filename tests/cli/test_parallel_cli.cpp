@@ -1024,6 +1024,40 @@ TEST_CASE("search: the layouts' bridge warnings are one line naming their groups
   CHECK(on_stderr == 1);
 }
 
+// A tp group across nodes (tp 16 on nodes of 8) was priced over the inter-node network without a word; Megatron-LM
+// keeps tp within a node. predict warns (scripts/neusight/parallel/layout.lua tp_nodes_text), tp 8 does not, and
+// search, which ranks such layouts under --max-tp 16, says it once.
+TEST_CASE("parallel: a tp group across nodes warns once", "[cli][parallel][search]") {
+  const std::string what = "spans nodes of 8 GPUs";
+  const auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto across = run_cli("predict --model gpt2_med --gpu h100 --mode train --tp 16 --dp 2 --batch 8 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(across.err);
+  REQUIRE(across.code == 0);
+  CHECK(count(across.err) == 1);
+  CHECK(across.err.find("parallel: tp 16 spans nodes of 8 GPUs: its tensor-parallel collectives (every layer's) are "
+                        "priced over the inter-node network (50 GB/s per direction), not the intra-node links (450 "
+                        "GB/s); Megatron-LM keeps tp within a node: keep tp ≤ 8") != std::string::npos);
+  const auto inside = run_cli("predict --model gpt2_med --gpu h100 --mode train --tp 8 --dp 4 --batch 8 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(inside.err);
+  REQUIRE(inside.code == 0);
+  CHECK(count(inside.err) == 0);
+  const auto search = run_cli("search --model gpt2_med --gpu h100 --gpus 32 --max-tp 16 --batch 64 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(search.err);
+  REQUIRE(search.code == 0);
+  CHECK(count(search.err) == 1);
+  const json j = json::parse(search.out);
+  size_t in_json = 0;
+  for (const auto& w : j["warnings"]) in_json += count(w.get<std::string>());
+  CHECK(in_json == 1);
+}
+
 // predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but
 // warns in search's words for skipping it; gpipe or 1f1b outside training change nothing and say so.
 TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule has no effect", "[cli][parallel]") {
