@@ -1024,6 +1024,22 @@ TEST_CASE("search: the layouts' bridge warnings are one line naming their groups
   CHECK(on_stderr == 1);
 }
 
+// search's skip reasons, when no layout could be forecast, said "while building the model of command line (--model …)":
+// they name what search was building, the layout, and the model given.
+TEST_CASE("search: a skipped layout's context names the layout, not the command line", "[cli][search]") {
+  temp_dir t;
+  const auto config = t.write("config.json", R"({"model_type": "llama", "vocab_size": 128, "hidden_size": 48,
+    "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 3})");
+  const auto r = run_cli("search --model '" + config.string() + "' --gpu h100 --gpus 2 --batch 1 --seq 64 "
+                         "--predictor roofline");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("num_attention_heads = 3 is not divisible by tp = 2") != std::string::npos);
+  CHECK(r.err.find("\n      while building layout dp 1 x tp 2 x pp 1 (the model of --model " + config.string() + ")") !=
+        std::string::npos);
+  CHECK(r.err.find("command line") == std::string::npos);
+}
+
 // A tp group across nodes (tp 16 on nodes of 8) was priced over the inter-node network without a word; Megatron-LM
 // keeps tp within a node. predict warns (scripts/neusight/parallel/layout.lua tp_nodes_text), tp 8 does not, and
 // search, which ranks such layouts under --max-tp 16, says it once.
