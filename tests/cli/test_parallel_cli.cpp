@@ -1250,3 +1250,23 @@ TEST_CASE("parallel: the vocab-parallel loss all-reduce moves fp32 values", "[cl
     CHECK(seen == 1);
   }
 }
+
+// search --mode inference --zero 1 showed a `zero 1` column beside the warning that --zero has no effect outside
+// data-parallel training: the table drops the column outside training (as it drops recompute); the JSON keeps the
+// stage as asked.
+TEST_CASE("search: no zero column outside training - the JSON keeps the stage asked", "[cli][search][zero]") {
+  const std::string args = " --model gpt2_large --gpu h100 --gpus 8 --batch 16 --seq 1024 --zero 1 --predictor roofline";
+  const auto table = run_cli("search --mode inference" + args);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.err.find("parallel.zero (--zero) has no effect") != std::string::npos);
+  CHECK(table.out.find("rank   dp   tp   pp   mb  iteration ms") != std::string::npos);
+  CHECK(table.out.find(" zero ") == std::string::npos);
+  CHECK(table.out.find("zero = ZeRO stage") == std::string::npos);
+  const json j = json::parse(run_cli("search --mode inference --format json" + args).out);
+  REQUIRE(!j["layouts"].empty());
+  for (const auto& l : j["layouts"]) CHECK(l["zero"] == 1);
+  const auto train = run_cli("search --mode train" + args);
+  REQUIRE(train.code == 0);
+  CHECK(train.out.find("mb zero recompute") != std::string::npos);
+}
