@@ -196,6 +196,9 @@ std::string gpus_table(const std::vector<gpu_spec>& gpus) {
     out += fmt::format("{:<18} {:<24} {:<7} {:<10} {:>5} {:>6.0f} {:>8.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n", g.name,
                        g.source, g.vendor, g.architecture, g.num_sm, g.mem_gb, g.mem_bw_gbps, g.l2_mb,
                        g.peak_fp32_tflops, g.peak_fp16_tflops);
+  // what a file is of where its name alone misleads (its `note`: the MI250 file is one GCD, not the package)
+  for (const auto& g : gpus)
+    if (!g.note.empty()) out += fmt::format("note: {} is {}\n", g.name, g.note);
   return out;
 }
 

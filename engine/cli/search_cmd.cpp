@@ -515,6 +515,17 @@ int search_main(const search_flags& f) {
               if (const size_t nl = ev.why.find('\n'); nl != std::string::npos) {
                 ev.context = ev.why.substr(nl);  // "    while building the model of …"
                 ev.why.resize(nl);
+                // said as what search was building, the layout, not "the model of command line" (session::
+                // workload_load's context line): "while building layout dp 1 x tp 2 x pp 1 (the model of --model …)"
+                const std::string was = "while building the model of ", cli = "command line (";
+                if (const size_t at = ev.context.find(was); at != std::string::npos) {
+                  const size_t end = std::min(ev.context.find('\n', at), ev.context.size());
+                  std::string of = ev.context.substr(at + was.size(), end - at - was.size());
+                  if (of.rfind(cli, 0) == 0 && of.back() == ')') of = of.substr(cli.size(), of.size() - cli.size() - 1);
+                  ev.context.replace(at, end - at,
+                                     fmt::format("while building layout dp {} x tp {} x pp {} (the model of {})", dp, tp,
+                                                 pp, of));
+                }
               }
               ran.push_back(std::move(ev));
               bad_layout[vi] = true;

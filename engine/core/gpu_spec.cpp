@@ -58,6 +58,7 @@ const std::vector<gpu_field>& gpu_fields() {
       {"nvlink_domain_gpus", &g::nvlink_domain_gpus, true, true, 2, 1 << 20},  // GPUs one bridge joins (optional)
       {"price_per_hour_usd", &g::price_per_hour_usd, true, true, 0.0001, 1e6},  // USD per GPU-hour
       {"what_if", &g::what_if, false, true},  // a hypothetical part: what was changed (optional; gpu_check skips it)
+      {"note", &g::note, false, true},        // what the file is of, where its name misleads (optional)
   };
   return fields;
 }

@@ -63,6 +63,9 @@ struct gpu_spec {
   // numbers are then not held to what a real chip of its SMs and clock reaches (scripts/neusight/gpu_check.lua).
   // Empty when the file does not say.
   std::string what_if;
+  // Optional: what the file is of, in words, where its name alone misleads ("one GCD of the two-GCD MI250 package"):
+  // `neusight gpus` lists it below the table and a run on it says it once. Empty when the file does not say.
+  std::string note;
 
   std::string source;  // where it was loaded from, as shown in messages
   std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it

@@ -25,9 +25,17 @@ double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
 std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
                                             const predictor& pred, const std::string& overhead, const std::string& launch,
                                             bool decode, std::vector<std::string>* notes) {
-  if (launch == "graph" && overhead == "on")
-    throw error("--overhead on and --launch graph exclude each other: a CUDA graph replays its kernels without a "
+  if (launch == "graph" && overhead == "on") {
+    // the vendor's word for a graph replay (scripts/neusight/launch.lua graph_name: a HIP graph on AMD); an older
+    // --scripts launch.lua without it: vendor-neutral
+    std::string replay = "graph replay";
+    if (has_function("neusight.launch", "graph_name")) {
+      const auto r = call("neusight.launch", "graph_name", {nlohmann::json(gpu.vendor)}, 1, "");
+      if (!r.empty() && r[0].is_string()) replay = r[0].get<std::string>();
+    }
+    throw error("--overhead on and --launch graph exclude each other: a " + replay + " runs its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
+  }
   tiles_select(kernels, gpu);
   std::vector<double> seconds = pred.predict(kernels, gpu);
   launch_apply(kernels, seconds, gpu, launch);

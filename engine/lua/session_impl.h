@@ -140,6 +140,9 @@ struct session::impl {
     if (auto it = gpus_resolved.find(query); it != gpus_resolved.end()) return it->second;
     std::string note;
     gpu_spec spec = gpu_catalog_make().resolve(query, note);
+    // what the file is of where its name misleads (its `note`: one GCD of the MI250 package), said with the pick
+    if (!spec.note.empty())
+      note += (note.empty() ? "GPU '" + query + "' is " + spec.name + " (" + spec.source + "): " : "; it is ") + spec.note;
     if (!note.empty()) gpu_notes[query] = note;
     return gpus_resolved.emplace(query, std::move(spec)).first->second;
   }

@@ -298,6 +298,9 @@ function M.format_table(doc)
   local fmt, concat = string.format, table.concat
   local show = shown(doc)
   local layouts, training = doc.layouts, doc.mode == "train"
+  -- the ZeRO column only in training: outside it no layout shards anything (the stage asked sat beside the warning
+  -- that --zero has no effect); JSON/CSV keep the field, the stage as asked
+  show.zero = show.zero and training
   local out = {}
   local function add(s) out[#out + 1] = s end
   local skips = skipped_total(doc)

@@ -156,8 +156,8 @@ local CHECK = {
           error(builder, 0)
         end
         if ok then
-          return ("table field 'arch' = %q: scripts/neusight/models/%s.lua is not a model builder (no build "
-            .. "function); bundled builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
+          return ("table field 'arch' = %q: %s is not a model builder (no build function); bundled builders: %s")
+            :format(v.arch, M.builder_file(v.arch), table.concat(M.ARCHES, ", ")), "arch"
         end
         return ("table field 'arch' = %q names no model builder (no %s)%s; bundled builders: %s")
           :format(v.arch, M.builder_file(v.arch), hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"

@@ -541,7 +541,7 @@ wt("config_lines_arch_unknown", gpt_lines { [1] = 'name = "m", arch = "gtp",' },
    { "table field 'arch' = \"gtp\" names no model builder (no neusight/models/gtp.lua on the script search path) (did you mean 'gpt'?)",
      "bundled builders: bert, deepseek, gpt, llama, moe, opt, switch" }, 3)
 wt("config_lines_arch_not_builder", gpt_lines { [1] = 'name = "m", arch = "check",' },
-   "table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model builder", 3)
+   "table field 'arch' = \"check\": neusight/models/check.lua on the script search path is not a model builder", 3)
 -- fields no kernel reads that still describe the model were taken whatever their value (0 positions, a RoPE base of 0)
 local function llama_lines(extra)
   return 'return {\n  model = {\n    arch = "llama", hidden_size = 256, intermediate_size = 512, num_attention_heads = 4,\n' ..

@@ -497,3 +497,30 @@ TEST_CASE("gpu folders: --gpus-dir and NEUSIGHT_GPUS_PATH find user GPU files by
   CHECK(run_cli(run + " --gpu l4 --gpus-dir " + (d.path / "nope").string()).code == 2);
   CHECK(run_cli(run + " --gpu l4", "NEUSIGHT_GPUS_PATH='" + (d.path / "nope").string() + "'").code != 0);
 }
+
+// `neusight gpus` listed MI250 beside the whole-package parts with no mark that gpus/mi250.toml is one GCD (README said
+// so since audit19). The file's optional `note` is listed below the table, in the JSON, and said when --gpu names it.
+TEST_CASE("GPU file: a note says what the file is of - the MI250 is one GCD - in the listing and the run",
+          "[cli][gpu]") {
+  const auto list = run_cli("gpus");
+  REQUIRE(list.code == 0);
+  CHECK(list.out.find("note: MI250 is one GCD of the two-GCD MI250 package (GPU counts and per-GPU figures are per "
+                      "GCD)") != std::string::npos);
+  const json all = json::parse(run_cli("gpus --format json").out);
+  size_t noted = 0;
+  for (const auto& g : all)
+    if (g.contains("note") && !g["note"].get<std::string>().empty()) {
+      ++noted;
+      CHECK(g["name"] == "MI250");
+    }
+  CHECK(noted == 1);
+  const auto run = run_cli("predict --model gpt2_large --gpu mi250 --mode inference --batch 1 --seq 128 "
+                           "--predictor roofline");
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  CHECK(run.err.find("GPU 'mi250' is MI250 (gpus/mi250.toml): one GCD of the two-GCD MI250 package") !=
+        std::string::npos);
+  const auto other = run_cli("predict --model gpt2_large --gpu mi210 --mode inference --batch 1 --seq 128 "
+                             "--predictor roofline");
+  CHECK(other.err.find("GCD") == std::string::npos);
+}

@@ -1024,6 +1024,56 @@ TEST_CASE("search: the layouts' bridge warnings are one line naming their groups
   CHECK(on_stderr == 1);
 }
 
+// search's skip reasons, when no layout could be forecast, said "while building the model of command line (--model …)":
+// they name what search was building, the layout, and the model given.
+TEST_CASE("search: a skipped layout's context names the layout, not the command line", "[cli][search]") {
+  temp_dir t;
+  const auto config = t.write("config.json", R"({"model_type": "llama", "vocab_size": 128, "hidden_size": 48,
+    "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 3, "num_key_value_heads": 3})");
+  const auto r = run_cli("search --model '" + config.string() + "' --gpu h100 --gpus 2 --batch 1 --seq 64 "
+                         "--predictor roofline");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("num_attention_heads = 3 is not divisible by tp = 2") != std::string::npos);
+  CHECK(r.err.find("\n      while building layout dp 1 x tp 2 x pp 1 (the model of --model " + config.string() + ")") !=
+        std::string::npos);
+  CHECK(r.err.find("command line") == std::string::npos);
+}
+
+// A tp group across nodes (tp 16 on nodes of 8) was priced over the inter-node network without a word; Megatron-LM
+// keeps tp within a node. predict warns (scripts/neusight/parallel/layout.lua tp_nodes_text), tp 8 does not, and
+// search, which ranks such layouts under --max-tp 16, says it once.
+TEST_CASE("parallel: a tp group across nodes warns once", "[cli][parallel][search]") {
+  const std::string what = "spans nodes of 8 GPUs";
+  const auto count = [&](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const auto across = run_cli("predict --model gpt2_med --gpu h100 --mode train --tp 16 --dp 2 --batch 8 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(across.err);
+  REQUIRE(across.code == 0);
+  CHECK(count(across.err) == 1);
+  CHECK(across.err.find("parallel: tp 16 spans nodes of 8 GPUs: its tensor-parallel collectives (every layer's) are "
+                        "priced over the inter-node network (50 GB/s per direction), not the intra-node links (450 "
+                        "GB/s); Megatron-LM keeps tp within a node: keep tp ≤ 8") != std::string::npos);
+  const auto inside = run_cli("predict --model gpt2_med --gpu h100 --mode train --tp 8 --dp 4 --batch 8 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(inside.err);
+  REQUIRE(inside.code == 0);
+  CHECK(count(inside.err) == 0);
+  const auto search = run_cli("search --model gpt2_med --gpu h100 --gpus 32 --max-tp 16 --batch 64 --seq 1024 "
+                              "--predictor roofline --format json");
+  INFO(search.err);
+  REQUIRE(search.code == 0);
+  CHECK(count(search.err) == 1);
+  const json j = json::parse(search.out);
+  size_t in_json = 0;
+  for (const auto& w : j["warnings"]) in_json += count(w.get<std::string>());
+  CHECK(in_json == 1);
+}
+
 // predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but
 // warns in search's words for skipping it; gpipe or 1f1b outside training change nothing and say so.
 TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule has no effect", "[cli][parallel]") {
@@ -1199,4 +1249,24 @@ TEST_CASE("parallel: the vocab-parallel loss all-reduce moves fp32 values", "[cl
     }
     CHECK(seen == 1);
   }
+}
+
+// search --mode inference --zero 1 showed a `zero 1` column beside the warning that --zero has no effect outside
+// data-parallel training: the table drops the column outside training (as it drops recompute); the JSON keeps the
+// stage as asked.
+TEST_CASE("search: no zero column outside training - the JSON keeps the stage asked", "[cli][search][zero]") {
+  const std::string args = " --model gpt2_large --gpu h100 --gpus 8 --batch 16 --seq 1024 --zero 1 --predictor roofline";
+  const auto table = run_cli("search --mode inference" + args);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.err.find("parallel.zero (--zero) has no effect") != std::string::npos);
+  CHECK(table.out.find("rank   dp   tp   pp   mb  iteration ms") != std::string::npos);
+  CHECK(table.out.find(" zero ") == std::string::npos);
+  CHECK(table.out.find("zero = ZeRO stage") == std::string::npos);
+  const json j = json::parse(run_cli("search --mode inference --format json" + args).out);
+  REQUIRE(!j["layouts"].empty());
+  for (const auto& l : j["layouts"]) CHECK(l["zero"] == 1);
+  const auto train = run_cli("search --mode train" + args);
+  REQUIRE(train.code == 0);
+  CHECK(train.out.find("mb zero recompute") != std::string::npos);
 }

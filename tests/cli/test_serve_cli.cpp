@@ -83,7 +83,15 @@ TEST_CASE("launch: eager is the default and does not move any number", "[cli][se
   const auto clash = run_cli("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128 "
                              "--launch graph --overhead on");
   CHECK(clash.code == 1);
-  CHECK(clash.err.find("--overhead on and --launch graph exclude each other") != std::string::npos);
+  CHECK(clash.err.find("--overhead on and --launch graph exclude each other: a CUDA-graph replay runs") !=
+        std::string::npos);
+  // on AMD the vendor's word (scripts/neusight/launch.lua graph_name), not "CUDA graph"
+  const auto amd = run_cli("predict --model gpt2_large --gpu mi210 --mode inference --batch 1 --seq 128 "
+                           "--launch graph --overhead on");
+  INFO(amd.err);
+  CHECK(amd.code == 1);
+  CHECK(amd.err.find("exclude each other: a HIP-graph (hipGraph) replay runs") != std::string::npos);
+  CHECK(amd.err.find("CUDA") == std::string::npos);
 }
 
 TEST_CASE("launch: prefill under graphs keeps its large kernels and is never slower", "[cli][serve][launch]") {

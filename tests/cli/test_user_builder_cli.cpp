@@ -92,6 +92,15 @@ TEST_CASE_METHOD(with_builder, "a user model builder: a misspelt config field is
   CHECK(r.code == 1);
   CHECK(r.err.find("the tinyfalcon model builder (neusight/models/tinyfalcon.lua on the script search path) lists no "
                    "FIELDS") != std::string::npos);
+  // a module of yours without build is named where it is (workload.lua builder_file), not as a bundled
+  // scripts/neusight/models/<arch>.lua that does not exist
+  t.write("b/neusight/models/tinyfalcon.lua", "return { FIELDS = {} }\n");
+  r = run_cli("run " + quoted(good.string()) + " --predictor roofline --scripts " + quoted((t.path / "b").string()));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("table field 'arch' = \"tinyfalcon\": neusight/models/tinyfalcon.lua on the script search path is "
+                   "not a model builder (no build function)") != std::string::npos);
+  CHECK(r.err.find("scripts/neusight/models/tinyfalcon.lua") == std::string::npos);
 }
 
 TEST_CASE_METHOD(with_builder, "a user model builder's HF entry adds a config.json model_type",

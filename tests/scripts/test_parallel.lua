@@ -143,6 +143,33 @@ function T.test_plan_layout_is_megatron_order()
   eq(small.cluster.gpus_per_node, 4, "4 GPUs in one node") eq(small.cluster.nodes, 1, "one node")
 end
 
+-- A tp group across nodes (tp 16 on nodes of 8) was priced over the inter-node network without a word; Megatron-LM
+-- keeps tp within a node, so the plan warns, naming tp, the node size and both links' bandwidths. Many layouts'
+-- warnings (search, serve --sweep) merge into one line (bridge_warnings_merge).
+function T.test_plan_warns_of_tp_across_nodes()
+  local L = require "neusight.parallel.layout"
+  local function tp_warnings(plan)
+    local out = {}
+    for _, w in ipairs(plan.warnings) do if w:find("spans? nodes") then out[#out + 1] = w end end
+    return out
+  end
+  local plan = plan_of({ tp = 16, dp = 2, pp = 2 }, 64)
+  local w = tp_warnings(plan)
+  eq(#w, 1, "tp 16 on nodes of 8 warns")
+  local intra, inter = plan.cluster.intra.bw_gbps, plan.cluster.inter.bw_gbps
+  eq(w[1], ("parallel: tp 16 spans nodes of 8 GPUs: its tensor-parallel collectives (every layer's) are priced over "
+    .. "the inter-node network (%.4g GB/s per direction), not the intra-node links (%.4g GB/s); Megatron-LM keeps tp "
+    .. "within a node: keep tp ≤ 8, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger "
+    .. "nodes"):format(inter, intra), "the warning")
+  eq(#tp_warnings(plan_of({ tp = 8, dp = 4, pp = 2 }, 64)), 0, "tp 8 within a node: no warning")
+  local w32 = tp_warnings(plan_of({ tp = 32, dp = 2 }, 64))[1]
+  local merged = L.bridge_warnings_merge { w[1], "other", w32, w[1] }
+  eq(#merged, 2, "one tp line and the other") eq(merged[2], "other", "kept")
+  eq(merged[1]:match("^parallel: the tp 16/32 groups of some layouts span nodes of 8 GPUs: their "),
+    "parallel: the tp 16/32 groups of some layouts span nodes of 8 GPUs: their ", "merged")
+  eq(L.bridge_warnings_merge({ w[1] })[1], w[1], "one layout's stays as it is")
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Collective nodes and op rules
 

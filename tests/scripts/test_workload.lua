@@ -876,8 +876,8 @@ function T.test_model_config_errors_name_their_line()
     .. "llama, moe, opt, switch",
     "an arch naming no builder")
   eq(nerr({ arch = "check" }, lines "arch = 'check'"),
-    "examples/w.lua:3: field 'model' table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model "
-    .. "builder (no build function); bundled builders: bert, deepseek, gpt, llama, moe, opt, switch",
+    "examples/w.lua:3: field 'model' table field 'arch' = \"check\": neusight/models/check.lua on the script search path "
+    .. "is not a model builder (no build function); bundled builders: bert, deepseek, gpt, llama, moe, opt, switch",
     "a module that builds nothing")
   eq(nerr({ arch = "gpt", name = "" }, lines "arch = 'gpt', name = ''"),
     "examples/w.lua:3: field 'model' table field 'name' must be a non-empty string (got \"\")", "an empty name")

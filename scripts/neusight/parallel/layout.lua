@@ -67,9 +67,29 @@ local function bridge_text(gpu, d, bw_gbps, groups, any)
   local text = what .. tail
   if not BRIDGE_SAID[text] then
     -- warnings of one GPU and bridge merge (the traffic follows from the groups)
+    local of = { interconnect = gpu.interconnect, source = gpu.source, name = gpu.name }
     BRIDGE_SAID[text] = { key = table.concat({ stem, bridge, d, bw_gbps }, "\1"), groups = groups,
-                          gpu = { interconnect = gpu.interconnect, source = gpu.source, name = gpu.name }, d = d,
-                          bw_gbps = bw_gbps }
+                          merged = function(all) return bridge_text(of, d, bw_gbps, all, true) end }
+  end
+  return text
+end
+
+-- The warning of a tensor-parallel group of `sizes` ({ { name = "tp", size = 16 }, … }) that spans nodes of `g` GPUs:
+-- its collectives (every layer's) are priced over the inter-node network (`inter` GB/s per direction), not the
+-- intra-node links (`intra`). Megatron-LM keeps tp within a node (tp ≤ GPUs per node); `any` (several layouts):
+-- "the tp 16/32 groups of some layouts". The one text of the rule, for one layout and many (M.bridge_warnings_merge).
+local function tp_nodes_text(g, intra, inter, sizes, any)
+  local list = {}
+  for i, s in ipairs(sizes) do list[i] = ("%d"):format(s.size) end
+  local what = any and ("the tp %s groups of some layouts span"):format(table.concat(list, "/"))
+    or ("tp %s spans"):format(list[1])
+  local text = ("parallel: %s nodes of %d GPUs: %s tensor-parallel collectives (every layer's) are priced over the "
+    .. "inter-node network (%.4g GB/s per direction), not the intra-node links (%.4g GB/s); Megatron-LM keeps tp within "
+    .. "a node: keep tp ≤ %d, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger nodes")
+    :format(what, g, any and "their" or "its", inter, intra, g)
+  if not BRIDGE_SAID[text] then
+    BRIDGE_SAID[text] = { key = table.concat({ "tp_nodes", g, intra, inter }, "\1"), groups = sizes,
+                          merged = function(all) return tp_nodes_text(g, intra, inter, all, true) end }
   end
   return text
 end
@@ -94,7 +114,8 @@ end
 --- `warnings` (strings) with the bridge warnings this module made (the groups of a layout priced over PCIe beyond
 --- the GPU's bridge) of one GPU merged into one, where the first of them was, naming every group size they named
 --- ("the tp 4/8, dp 2 and pp 4 groups of some layouts on a100_pcie_80gb: …"): what a command that forecasts many layouts (search,
---- serve --sweep) says once. Other warnings, and a single bridge warning, are kept as they are.
+--- serve --sweep) says once. Its warnings of tp groups spanning nodes (tp_nodes_text) of one cluster merge alike
+--- ("the tp 16/32 groups of some layouts span nodes of 8 GPUs: …"). Other warnings, and a single one, are kept as they are.
 ---@param warnings string[]
 ---@return string[]
 function M.bridge_warnings_merge(warnings)
@@ -126,8 +147,7 @@ function M.bridge_warnings_merge(warnings)
         if a.name ~= b.name then return BRIDGE_GROUPS[a.name] < BRIDGE_GROUPS[b.name] end
         return a.size < b.size
       end)
-      local s = m.said
-      out[#out + 1] = bridge_text(s.gpu, s.d, s.bw_gbps, m.groups, true)
+      out[#out + 1] = m.said.merged(m.groups)
     end
   end
   return out
@@ -245,6 +265,10 @@ function M.plan(p, gpu, w)
     if d then plan.pp_links[s + 1].spans_domains = a // g == b // g and a // d ~= b // d end
   end
   if d then warnings[#warnings + 1] = domain_warning(plan, gpu, p) end
+  if plan.groups.tp.spans_nodes then -- a tensor-parallel group across nodes, which Megatron-LM does not lay out
+    warnings[#warnings + 1] = tp_nodes_text(g, cluster.intra.bw_gbps, cluster.inter.bw_gbps,
+                                            { { name = "tp", size = p.tp } }, false)
+  end
   return plan
 end
 
