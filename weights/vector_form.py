@@ -119,7 +119,7 @@ def main():
               f"  C2 {m(lambda x: x['c1'] if x['oor'] else x['mlp']):.2f}"
               f"  C3 {m(lambda x: x['c3'] if x['oor'] else x['mlp']):.2f}  (C3 on every GPU, information: {m(lambda x: x['c3']):.2f})"
               f"  G {m(lambda x: x['g']):.2f}")
-    print("in distribution (shipped weights; C3 fitted on all five GPUs' train rows), held-out-free test rows, MAPE %")
+    print("in distribution (shipped weights; C3 fitted on all five GPUs' train rows), the five training GPUs' dataset/test rows, MAPE %")
     shipped = rows(a.exe, tests)
     for fam in FAMS:
         x = fit_fold(fam, GPUS)
