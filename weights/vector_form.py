@@ -8,6 +8,8 @@ Per vector family (elementwise, softmax, layernorm) and fold (the five fp32 trai
   C2  C1 on a GPU beyond the fold's training GPUs' per-SM bandwidth or memory (the range warning's condition), else MLP
   C3  max(floor, (roofline + s_half · SMs / bw) / e)  — i.e. bytes / (bw · e · s / (s + s_half)), s = bytes per SM —
       out of range only (its every-GPU numbers are printed as information)
+  G   sqrt(MLP · C3) on every GPU (the blend section of the rule); also scored in distribution (shipped weights, C3
+      fitted on all five GPUs' train rows, the five training GPUs' dataset/test rows)
 fitted on the TRAIN split of the fold's four training GPUs only (dataset/train/collect/<op>/p2.1.0/<GPU>.csv, the ops
 weights/train.sh trains the family on), priced by `eval kernels --predictor roofline --format json`; e by
 roofline_efficiency.py's estimator (1/e the median of measured / form weighted by form / measured), s_half on the grid
@@ -96,24 +98,42 @@ def main():
                if r["device"] == g]
         for fam in FAMS:
             x = fit_fold(fam, train)
-            ms, pm, p1, p3 = [], [], [], []
+            ms, pm, p1, p3, pg = [], [], [], [], []
             for r in mlp:
                 if r["family"] != fam: continue
                 rf = roof[r["where"]]["predicted_ms"] * 1e-3
                 ms.append(r["measured_ms"] * 1e-3); pm.append(r["predicted_ms"] * 1e-3)
                 p1.append(max(x["floor"], rf / x["e1"])); p3.append(max(x["floor"], raw(g, rf, x["sh"]) / x["e3"]))
-            res[(g, fam)] = dict(x, oor=oor, rows=len(ms), mlp=mape(ms, pm), c1=mape(ms, p1), c3=mape(ms, p3))
+                pg.append(math.sqrt(pm[-1] * p3[-1]))
+            res[(g, fam)] = dict(x, oor=oor, rows=len(ms), mlp=mape(ms, pm), c1=mape(ms, p1), c3=mape(ms, p3),
+                                 g=mape(ms, pg))
     print("held-out MAPE %, per fold (out: beyond the fold's training range)")
     for fam in FAMS:
-        print(f"{fam}\n  {'held out':24s} out   rows     MLP      C1      C3   e(C1)  e(C3)  s_half B")
+        print(f"{fam}\n  {'held out':24s} out   rows     MLP      C1      C3       G   e(C1)  e(C3)  s_half B")
         for g in GPUS:
             x = res[(g, fam)]
-            print(f"  {g:24s} {'yes' if x['oor'] else ' no'} {x['rows']:6d} {x['mlp']:7.2f} {x['c1']:7.2f} {x['c3']:7.2f}"
+            print(f"  {g:24s} {'yes' if x['oor'] else ' no'} {x['rows']:6d} {x['mlp']:7.2f} {x['c1']:7.2f} {x['c3']:7.2f} {x['g']:7.2f}"
                   f"   {x['e1']:.3f}  {x['e3']:.3f}  {x['sh']:.0f}")
         m = lambda f: sum(f(res[(g, fam)]) for g in GPUS) / len(GPUS)
         print(f"  mean: MLP {m(lambda x: x['mlp']):.2f}  C1 {m(lambda x: x['c1']):.2f}"
               f"  C2 {m(lambda x: x['c1'] if x['oor'] else x['mlp']):.2f}"
-              f"  C3 {m(lambda x: x['c3'] if x['oor'] else x['mlp']):.2f}  (C3 on every GPU, information: {m(lambda x: x['c3']):.2f})")
+              f"  C3 {m(lambda x: x['c3'] if x['oor'] else x['mlp']):.2f}  (C3 on every GPU, information: {m(lambda x: x['c3']):.2f})"
+              f"  G {m(lambda x: x['g']):.2f}")
+    print("in distribution (shipped weights; C3 fitted on all five GPUs' train rows), the five training GPUs' dataset/test rows, MAPE %")
+    shipped = rows(a.exe, tests)
+    for fam in FAMS:
+        x = fit_fold(fam, GPUS)
+        line = []
+        for g in GPUS:
+            ms, pm, pg = [], [], []
+            for r in shipped:
+                if r["device"] != g or r["family"] != fam: continue
+                rf = roof[r["where"]]["predicted_ms"] * 1e-3
+                c3 = max(x["floor"], raw(g, rf, x["sh"]) / x["e3"])
+                ms.append(r["measured_ms"] * 1e-3); pm.append(r["predicted_ms"] * 1e-3)
+                pg.append(math.sqrt(pm[-1] * c3))
+            line.append(f"{short[g]} {mape(ms, pm):.2f} -> {mape(ms, pg):.2f}")
+        print(f"  {fam:12s} MLP -> G: " + " / ".join(line))
 
 
 if __name__ == "__main__":
