@@ -1049,17 +1049,23 @@ function T.test_tied_embeddings_across_stages()
   eq(one.devices[1].params, 1040, "one stage: no copy")
 end
 
+-- The timelines of a kept node and a core-attention node (forward 1 s and 0.5 s) on pp 4 with 8 microbatches, without
+-- and with selective recomputation: the two selective-recomputation tests' set-up.
+local function selective_pair(nodes)
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 0.5, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
+  }
+  return P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times),
+    P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "selective" }, 8), nodes, times)
+end
+
 function T.test_selective_recomputation_drops_core_attention()
   -- Per layer: a kept node (1000 fp32 elements) and a core-attention node (3000 elements, forward 0.5 s).
   local nodes = {
     { op = "x", name = "h.keep", layer = "h", count = 8, params = 0, output = { 1000 }, attrs = {} },
     { op = "x", name = "h.core", layer = "h", count = 8, params = 0, output = { 3000 }, attrs = { core_attention = true } },
   }
-  local times = {
-    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 0.5, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
-  }
-  local none = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
-  local sel = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "selective" }, 8), nodes, times)
+  local none, sel = selective_pair(nodes)
   for d = 1, 4 do
     local inflight = 4 - d + 1 -- 1F1B
     eq(none.devices[d].activation_bytes, inflight * 2 * (4000 + 12000), "everything kept, device " .. (d - 1))
@@ -1079,11 +1085,7 @@ function T.test_selective_recomputation_rebuilds_only_what_it_does_not_keep()
     { op = "x", name = "h.core", layer = "h", count = 8, params = 0, inputs = { { 2000 } }, output = { 3000 },
       attrs = { core_attention = true, core_inputs = "1" } },
   }
-  local times = {
-    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 0.5, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
-  }
-  local none = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
-  local sel = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "selective" }, 8), nodes, times)
+  local none, sel = selective_pair(nodes)
   for d = 1, 4 do
     local inflight = 4 - d + 1 -- 1F1B
     eq(none.devices[d].activation_bytes, inflight * 2 * (4000 + 12000), "everything kept, device " .. (d - 1))
