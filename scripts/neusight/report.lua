@@ -731,9 +731,12 @@ function M.format_table(r)
       or "",
     r.layers and fmt(", %d layers", r.layers) or ""))
   add(fmt("gpu       %s  (%s)\n", r.gpu, r.gpu_file))
+  -- the vendor's word for a graph replay (launch.lua graph_name); a --scripts launch.lua written before it has none:
+  -- vendor-neutral, as the engine's --overhead message says it (engine/lua/session_hooks.cpp)
+  local launch = require "neusight.launch"
   add(fmt("predictor %s%s\n\n", r.predictor,
-    r.launch == "graph" and "  (launch graph: " .. require("neusight.launch").graph_name(t.gpu_vendor)
-      .. ", scripts/neusight/launch.lua)" or ""))
+    r.launch == "graph" and "  (launch graph: " .. (type(launch.graph_name) == "function"
+      and launch.graph_name(t.gpu_vendor) or "graph replay") .. ", scripts/neusight/launch.lua)" or ""))
 
   -- Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
   local fw, bw, step = {}, {}, {}
