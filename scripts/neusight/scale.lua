@@ -283,7 +283,7 @@ end
 
 -- The resources a kernel's time can depend on, each a capacity (more is never slower): the SMs and their occupancy
 -- limits, the clock (a latency-bound kernel — a dependent chain of instructions, one small block — runs at the clock
--- whatever the lanes: an A100's per-SM bf16 rate is 1.6x an A10G's but its clock 1410 MHz against 1710, so such a
+-- whatever the lanes: an A100's per-SM bf16 rate is 1.65x an A10G's but its clock 1410 MHz against 1710, so such a
 -- kernel may run 21 % slower there; the peaks alone said never slower), the peak of the kernel's unit in all and per
 -- SM (its clock × lanes: a kernel of one wave runs at the per-SM rate), the bandwidth and the L2.
 M.envelope_fields = { "num_sm", "boost_clock_mhz", "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm",

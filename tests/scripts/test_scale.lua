@@ -255,7 +255,7 @@ end
 function M.test_physics_envelope_takes_in_the_clock()
   local a10g = { num_sm = 80, boost_clock_mhz = 1710, max_threads_per_sm = 1536, max_blocks_per_sm = 16,
                  max_warps_per_sm = 48, max_regs_per_sm = 65536, max_smem_per_sm_kb = 100, mem_bw_gbps = 600,
-                 l2_mb = 6, peak_bf16_tflops = 70 }
+                 l2_mb = 6, peak_bf16_tflops = 140.1 }
   local a100 = { num_sm = 108, boost_clock_mhz = 1410, max_threads_per_sm = 2048, max_blocks_per_sm = 32,
                  max_warps_per_sm = 64, max_regs_per_sm = 65536, max_smem_per_sm_kb = 164, mem_bw_gbps = 1935,
                  l2_mb = 40, peak_bf16_tflops = 312 }
