@@ -380,6 +380,16 @@ local function first_change(was, now, path, seen)
 end
 
 
+--- What a graph replay is on a GPU of `vendor`, in the table's launch note: neusight.launch graph_name's words ("a
+--- HIP-graph (hipGraph) replay" on AMD); a --scripts launch.lua written before graph_name has none: vendor-neutral,
+--- as the engine's --overhead message says it (engine/lua/session_hooks.cpp). `launch` the module (default: required).
+---@param vendor string?
+---@param launch table?
+function M.graph_replay(vendor, launch)
+  launch = launch or require "neusight.launch"
+  return type(launch.graph_name) == "function" and launch.graph_name(vendor) or "graph replay"
+end
+
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
 --- seconds), `x` what the engine adds: gpu { name, vendor, file, mem_gb }, predictor, warnings, figures (an array of
@@ -732,8 +742,7 @@ function M.format_table(r)
     r.layers and fmt(", %d layers", r.layers) or ""))
   add(fmt("gpu       %s  (%s)\n", r.gpu, r.gpu_file))
   add(fmt("predictor %s%s\n\n", r.predictor,
-    r.launch == "graph" and "  (launch graph: " .. require("neusight.launch").graph_name(t.gpu_vendor)
-      .. ", scripts/neusight/launch.lua)" or ""))
+    r.launch == "graph" and "  (launch graph: " .. M.graph_replay(t.gpu_vendor) .. ", scripts/neusight/launch.lua)" or ""))
 
   -- Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
   local fw, bw, step = {}, {}, {}

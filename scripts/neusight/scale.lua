@@ -282,16 +282,19 @@ function M.destination(k, from, to)
 end
 
 -- The resources a kernel's time can depend on, each a capacity (more is never slower): the SMs and their occupancy
--- limits, the peak of the kernel's unit in all and per SM (its clock × lanes: a kernel of one wave runs at the per-SM
--- rate), the bandwidth and the L2.
-M.envelope_fields = { "num_sm", "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm", "max_regs_per_sm",
-                      "max_smem_per_sm_kb", "mem_bw_gbps", "l2_mb" }
+-- limits, the clock (a latency-bound kernel — a dependent chain of instructions, one small block — runs at the clock
+-- whatever the lanes: an A100's per-SM bf16 rate is 1.65x an A10G's but its clock 1410 MHz against 1710, so such a
+-- kernel may run 21 % slower there; the peaks alone said never slower), the peak of the kernel's unit in all and per
+-- SM (its clock × lanes: a kernel of one wave runs at the per-SM rate), the bandwidth and the L2.
+M.envelope_fields = { "num_sm", "boost_clock_mhz", "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm",
+                      "max_regs_per_sm", "max_smem_per_sm_kb", "mem_bw_gbps", "l2_mb" }
 
 --- The predictor's ratio for two GPUs that differ in compute and memory alike, held to the envelope of their resource
 --- ratios: a kernel slows by at most the largest factor any resource it may depend on shrinks by (from / to over
 --- M.envelope_fields and the peak of its unit, k.peak, in all and per SM; every peak when it names none), and speeds up
---- by at most the largest factor one grows by. So a GPU with at least every resource of the origin (a B200 against an
---- H200: more SMs, bandwidth, L2, the same per-SM fp32 rate) never runs a kernel slower — the fp32 GEMM MLPs, outside
+--- by at most the largest factor one grows by. So a GPU with at least every resource of the origin never runs a kernel
+--- slower (a B200 against an H200: more SMs, bandwidth, L2, the same per-SM fp32 rate, a boost clock 0.8 % lower: at
+--- most 0.8 % slower) — the fp32 GEMM MLPs, outside
 --- their training GPUs there, said +29 % for GPT-2's addmm — and the bounds of B → A are those of A → B inverted, so
 --- A → B → A returns the origin. A resource a GPU file lacks (no value on either side) takes no part.
 ---@return number seconds on the destination

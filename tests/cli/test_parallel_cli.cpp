@@ -1057,7 +1057,7 @@ TEST_CASE("parallel: a tp group across nodes warns once", "[cli][parallel][searc
   CHECK(count(across.err) == 1);
   CHECK(across.err.find("parallel: tp 16 spans nodes of 8 GPUs: its tensor-parallel collectives (every layer's) are "
                         "priced over the inter-node network (50 GB/s per direction), not the intra-node links (450 "
-                        "GB/s); Megatron-LM keeps tp within a node: keep tp ≤ 8") != std::string::npos);
+                        "GB/s); Megatron-LM keeps tp within a node: keep tp a divisor of 8") != std::string::npos);
   const auto inside = run_cli("predict --model gpt2_med --gpu h100 --mode train --tp 8 --dp 4 --batch 8 --seq 1024 "
                               "--predictor roofline --format json");
   INFO(inside.err);

@@ -159,7 +159,7 @@ function T.test_plan_warns_of_tp_across_nodes()
   local intra, inter = plan.cluster.intra.bw_gbps, plan.cluster.inter.bw_gbps
   eq(w[1], ("parallel: tp 16 spans nodes of 8 GPUs: its tensor-parallel collectives (every layer's) are priced over "
     .. "the inter-node network (%.4g GB/s per direction), not the intra-node links (%.4g GB/s); Megatron-LM keeps tp "
-    .. "within a node: keep tp ≤ 8, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger "
+    .. "within a node: keep tp a divisor of 8, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger "
     .. "nodes"):format(inter, intra), "the warning")
   eq(#tp_warnings(plan_of({ tp = 8, dp = 4, pp = 2 }, 64)), 0, "tp 8 within a node: no warning")
   local w32 = tp_warnings(plan_of({ tp = 32, dp = 2 }, 64))[1]
@@ -168,6 +168,31 @@ function T.test_plan_warns_of_tp_across_nodes()
   eq(merged[1]:match("^parallel: the tp 16/32 groups of some layouts span nodes of 8 GPUs: their "),
     "parallel: the tp 16/32 groups of some layouts span nodes of 8 GPUs: their ", "merged")
   eq(L.bridge_warnings_merge({ w[1] })[1], w[1], "one layout's stays as it is")
+end
+
+-- Nodes of a size the tp groups do not divide (6 GPUs, as Summit's): tp 4 keeps ranks 0-3 on node 0 but puts ranks
+-- 4-7 across nodes 0 and 1. The plan took the first group's shape alone: every tp collective priced over the
+-- intra-node links, no warning. The step waits for the slowest group: it is priced, and the warning says so.
+function T.test_plan_prices_the_slowest_group()
+  local function plan6(p)
+    p.cluster = { gpus_per_node = 6 }
+    return P.plan(P.normalize(p), H100, { batch = 12, dtype = "fp32", mode = "train" })
+  end
+  local plan = plan6 { tp = 4, dp = 3 }
+  eq(plan.cluster.gpus_per_node, 6, "nodes of 6") eq(plan.cluster.nodes, 2, "two nodes")
+  eq(plan.groups.tp.spans_nodes, true, "tp group 4-7 spans nodes 0 and 1")
+  eq(plan.groups.tp.per_node, 2, "2 of its ranks on each node") eq(plan.groups.tp.min_per_node, 2, "and at least 2")
+  local said = false
+  for _, w in ipairs(plan.warnings) do
+    if w:find("^parallel: tp 4 spans nodes of 6 GPUs: ") and w:find("keep tp a divisor of 6", 1, true) then said = true end
+  end
+  eq(said, true, "the tp warning names the node size")
+  -- a tp that divides the node: every group within one, no warning
+  plan = plan6 { tp = 3, dp = 4 }
+  eq(plan.groups.tp.spans_nodes, false, "tp 3 on nodes of 6: within") eq(#plan.warnings, 0, "no warning")
+  -- dp groups of a later stage: tp 2 × dp 2 × pp 3 on nodes of 6: stage 1's dp group (ranks 4, 6) spans nodes 0 and 1
+  plan = plan6 { tp = 2, dp = 2, pp = 3, microbatches = 3 }
+  eq(plan.groups.dp.spans_nodes, true, "stage 1's dp group spans nodes")
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -248,6 +248,32 @@ function M.test_physics_envelope()
   eq(S.destination(slow, b200, h200), 1e-3, "to a GPU with less of every resource: not faster")
 end
 
+-- The clock is a resource of the envelope: a latency-bound kernel runs at it whatever the lanes. An A100 has more of
+-- every other resource than an A10G (SMs, bf16 peak in all and per SM, bandwidth, L2) but a boost clock of 1410 MHz
+-- against 1710: a bf16 kernel the predictor puts 15 % slower there keeps it (the peaks alone bounded it at 1, "never
+-- slower"), one put 40 % slower is held to the clock ratio, and A10G → A100 → A10G still returns the origin.
+function M.test_physics_envelope_takes_in_the_clock()
+  local a10g = { num_sm = 80, boost_clock_mhz = 1710, max_threads_per_sm = 1536, max_blocks_per_sm = 16,
+                 max_warps_per_sm = 48, max_regs_per_sm = 65536, max_smem_per_sm_kb = 100, mem_bw_gbps = 600,
+                 l2_mb = 6, peak_bf16_tflops = 140.1 }
+  local a100 = { num_sm = 108, boost_clock_mhz = 1410, max_threads_per_sm = 2048, max_blocks_per_sm = 32,
+                 max_warps_per_sm = 64, max_regs_per_sm = 65536, max_smem_per_sm_kb = 164, mem_bw_gbps = 1935,
+                 l2_mb = 40, peak_bf16_tflops = 312 }
+  local k = { from_s = 1e-5, to_s = 1.15e-5, compute_from_s = 1e-6, memory_from_s = 1e-6, compute_to_s = 0.3e-6,
+              memory_to_s = 0.4e-6, peak = "peak_bf16_tflops" }
+  local t, how = S.destination(k, a10g, a100)
+  eq(t, 1.15e-5, "within the clock ratio: the predictor's ratio")
+  eq(how, "predictor", "the rule says so")
+  k.to_s = 1.4e-5
+  t, how = S.destination(k, a10g, a100)
+  eq(math.abs(t / (k.from_s * 1710 / 1410) - 1) < 1e-12, true, "at most the clock ratio slower (got " .. t .. ")")
+  eq(how, "predictor, bounded by the resource ratios", "the rule says so")
+  local back = { from_s = k.to_s, to_s = k.from_s, compute_from_s = k.compute_to_s, memory_from_s = k.memory_to_s,
+                 compute_to_s = k.compute_from_s, memory_to_s = k.memory_from_s, peak = k.peak }
+  local b = S.destination(back, a100, a10g)
+  eq(math.abs((t / k.from_s) * (b / back.from_s) - 1) < 1e-12, true, "A10G → A100 → A10G returns the origin")
+end
+
 -- "Same compute" is the compute the kernel runs on: an fp8 peak that differs does not make an fp32 kernel's GPUs differ.
 function M.test_physics_compares_the_peak_of_the_kernels_unit()
   local a = { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 60, peak_fp32_tflops = 67, peak_bf16_tflops = 989,

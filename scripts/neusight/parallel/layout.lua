@@ -33,6 +33,41 @@ local function group_shape(size, stride, first, g, d)
   return shape
 end
 
+-- The shape of the slowest of a kind's groups (`size` ranks `stride` apart, one starting at each rank of `firsts`):
+-- every group runs its collective at once and the step waits for the last, so the plan prices the one that spans
+-- nodes (then the one with the fewest ranks on a node: the fewest NICs; then one beyond a bridge). With nodes of a
+-- size its groups do not divide, groups differ: tp 4 on nodes of 6 GPUs keeps ranks 0-3 on a node but puts 4-7 across
+-- two, which the first group alone priced over the intra-node links without a word.
+local function slowest_shape(size, stride, firsts, g, d)
+  local worst
+  for _, first in ipairs(firsts) do
+    local s = group_shape(size, stride, first, g, d)
+    if not worst or (s.spans_nodes and not worst.spans_nodes)
+        or (s.spans_nodes == worst.spans_nodes and (s.min_per_node < worst.min_per_node
+          or (s.min_per_node == worst.min_per_node and s.spans_domains and not worst.spans_domains))) then
+      worst = s
+    end
+  end
+  return worst
+end
+
+-- The first ranks of every group of a layout (Megatron order: tp fastest, then dp, then pp; ep over consecutive dp
+-- ranks, edp over the dp ranks ep apart), per kind.
+local function group_firsts(p)
+  local tp, dp, pp, ep = p.tp, p.dp, p.pp, p.ep
+  local f = { tp = {}, dp = {}, ep = {}, edp = {} }
+  for r = 0, tp * dp * pp - 1, tp do f.tp[#f.tp + 1] = r end
+  for s = 0, pp - 1 do
+    for j = 0, tp - 1 do
+      local base = s * tp * dp + j
+      f.dp[#f.dp + 1] = base
+      for m = 0, dp // ep - 1 do f.ep[#f.ep + 1] = base + m * tp * ep end
+      for e = 0, ep - 1 do f.edp[#f.edp + 1] = base + e * tp end
+    end
+  end
+  return f
+end
+
 -- The groups a bridge warning names, in this order (pp's traffic: its pipeline sends; the others' collectives).
 local BRIDGE_GROUPS = { tp = 1, dp = 2, ep = 3, pp = 4 }
 
@@ -76,7 +111,7 @@ end
 
 -- The warning of a tensor-parallel group of `sizes` ({ { name = "tp", size = 16 }, … }) that spans nodes of `g` GPUs:
 -- its collectives (every layer's) are priced over the inter-node network (`inter` GB/s per direction), not the
--- intra-node links (`intra`). Megatron-LM keeps tp within a node (tp ≤ GPUs per node); `any` (several layouts):
+-- intra-node links (`intra`). Megatron-LM keeps tp within a node (tp divides the GPUs per node); `any` (several layouts):
 -- "the tp 16/32 groups of some layouts". The one text of the rule, for one layout and many (M.bridge_warnings_merge).
 local function tp_nodes_text(g, intra, inter, sizes, any)
   local list = {}
@@ -85,7 +120,7 @@ local function tp_nodes_text(g, intra, inter, sizes, any)
     or ("tp %s spans"):format(list[1])
   local text = ("parallel: %s nodes of %d GPUs: %s tensor-parallel collectives (every layer's) are priced over the "
     .. "inter-node network (%.4g GB/s per direction), not the intra-node links (%.4g GB/s); Megatron-LM keeps tp within "
-    .. "a node: keep tp ≤ %d, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger nodes")
+    .. "a node: keep tp a divisor of %d, its GPUs per node (--tp; search's --max-tp), or give a --cluster of larger nodes")
     :format(what, g, any and "their" or "its", inter, intra, g)
   if not BRIDGE_SAID[text] then
     BRIDGE_SAID[text] = { key = table.concat({ "tp_nodes", g, intra, inter }, "\1"), groups = sizes,
@@ -239,6 +274,7 @@ function M.plan(p, gpu, w)
   if cluster_gpu and (type(gpu) == "table" or type(gpu) == "userdata") then
     warnings[1] = M.cluster_gpu_warning(cluster_name, cluster_gpu, cluster, gpu, spec)
   end
+  local firsts = group_firsts(p)
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
@@ -250,11 +286,11 @@ function M.plan(p, gpu, w)
     saves_known = w.saves_known ~= false,
     precision = precision.recipe(w.precision, w.dtype, precision.convention(p.kernels == "megatron"), w.mode),
     groups = {
-      tp = group_shape(p.tp, 1, 0, g, d),
-      dp = group_shape(p.dp, p.tp, 0, g, d),
+      tp = slowest_shape(p.tp, 1, firsts.tp, g, d),
+      dp = slowest_shape(p.dp, p.tp, firsts.dp, g, d),
       -- experts over ep consecutive dp ranks; each expert's replicas (dp / ep of them) sync its gradients
-      ep = group_shape(p.ep, p.tp, 0, g, d),
-      edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g, d),
+      ep = slowest_shape(p.ep, p.tp, firsts.ep, g, d),
+      edp = slowest_shape(p.dp // p.ep, p.tp * p.ep, firsts.edp, g, d),
     },
     pp_links = {},
     warnings = warnings, -- what neusight.parallel.report adds to the run's warnings
