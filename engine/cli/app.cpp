@@ -368,7 +368,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
                                   tr.steps > 1 ? fmt::format(" over {} profiled steps", tr.steps) : "");
     for (const auto& line : fit.lines) out += line + "\n";
     if (!decode_factors) out += "a decode step's kernels: corrected by these factors too (the trace does not say its phase)\n";
-    else if (decode_factors->empty()) out += "a decode step's kernels: not calibrated (a " + tr.mode + " trace; a measured decode step calibrates them)\n";
+    else if (decode_factors->empty()) out += "a decode step's kernels: not calibrated (" + std::string(tr.mode == "inference" ? "an " : "a ") + tr.mode +
+                                           " trace; a measured decode step calibrates them)\n";
     else out += "prefills, training steps and other forecasts: corrected by the decode step's factors too (no "
                 "prefill was measured; a measured prefill or training step calibrates them by their own)\n";
     out += "written to " + where + "\n";

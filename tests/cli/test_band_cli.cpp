@@ -877,6 +877,18 @@ TEST_CASE("calibrate: from a profiler trace, each family's factor is its measure
   }
 }
 
+// review17: the table said "(a inference trace; …)" of a trace whose sidecar says "mode": "inference"
+TEST_CASE("calibrate: a trace of another phase says why decode steps are not calibrated - an inference trace",
+          "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
+  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/mixtral-bf16-inference.json").string();
+  const std::string out = run_cli("predict " + gpu + " --calibrate '" + trace + "'").out;
+  CHECK(out.find("not calibrated (an inference trace; a measured decode step calibrates them)") != std::string::npos);
+  CHECK(out.find("a inference") == std::string::npos);
+}
+
 // tester8 #3: the shipped H200 bf16 decode trace holds one 2.8 us fp32 matmul (HF's rotary embedding) and 20 us of
 // decode attention; their factors (linear x0.36) moved every fp32 forecast on the GPU by -40 %. A family needs
 // calibration.lua trace_min_launches (20) launch overheads of measured time per step (0.1 ms): below it, no factor, said
