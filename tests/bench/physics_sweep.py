@@ -25,6 +25,7 @@ modes = [("train_bf16",["--mode","train","--dtype","bf16","--precision","amp"]),
          ("prefill_bf16",["--mode","prefill","--dtype","bf16"])]
 batches = "1,3,4,8,16,32,64"
 seqs = "128,512,1000,1024,2048,8192"
+MODES = dict(modes)
 jobs = list(itertools.product(models, gpus, modes))
 done = set()
 if os.path.exists(OUT+".jsonl"):
@@ -104,7 +105,6 @@ json.dump({c:[[r,list(k),d] for r,k,d in v] for c,v in out.items()}, open(os.pat
 
 # ---- per-op diff of the worst pairs
 MX = {"mixtral_8x7b":["--experts","grouped"],"llama3_70b":["--tp","8"]}
-MODES = dict(modes)
 _cache = {}
 def ops(m,g,mo,b,s):
     k=(m,g,mo,b,s)
