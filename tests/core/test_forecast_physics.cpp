@@ -1013,3 +1013,116 @@ TEST_CASE("no neusight kernel forecast is faster than its roofline floor (large 
     }
   }
 }
+
+namespace {
+// One kernel priced as a forecast prices it: costed by neusight.kernels, tiled by tiling.gemm, by the session's
+// neusight predictor (with its split-K and sub-additive pieces), each kernel its own forecast.
+struct session_pricer {
+  session s{ns_test::session_opts(ns_test::source_dir)};
+  std::unique_ptr<predictor> pred = s.predictor_make("neusight", ns_test::source_dir / "weights");
+  double seconds(kernel k, const gpu_spec& gpu) {
+    std::vector<kernel*> ks{&k};
+    s.kernel_costs(ks);
+    std::vector<kernel_instance> kis{{0, phase::forward, k}};
+    s.tiles_select(kis, gpu);
+    return pred->predict(kis, gpu).at(0);
+  }
+};
+}  // namespace
+
+// Whole-forecast physics sweep (2026-11-30, sweepphys): `predict --format json` over llama3_8b, qwen3_8b, mistral_7b,
+// gpt3_xl, bert_large, mixtral_8x7b, llama3_70b x H100/H200/A100-SXM4/L40S/B200/MI300X x train/inference/prefill.
+// Almost every violation of "a GPU with more of every resource is not slower" and of "throughput does not fall off a
+// cliff" came from fp32 GEMMs (family linear) far beyond the sizes the fp32 MLP was trained on, on GPUs beyond its
+// training GPUs: llama3_8b fp32 training at batch 64 x 8192 is forecast 1594 s on a B200 and 905 s on an H200, its
+// lm_head GEMMs alone 1121 s and 403 s (roofline at the fp32 peak: ~22 s). Not fixed (a size or GPU envelope changes
+// the linear family's leave-one-GPU-out scores and needs a keep rule; weights/MONOTONE_GEMM_RULE.md and
+// MONOTONE_GPU_RULE.md record the envelopes tried); pinned here for the next session.
+TEST_CASE("a large fp32 GEMM is not forecast slower on a GPU with more of every resource (H100 H200 B200)",
+          "[neusight][physics][!mayfail]") {
+  session_pricer f;
+  // llama3_8b's lm_head at 48 and 64 sequences of 8192 tokens: forward, and its weight gradient (reduction over tokens)
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {393216, 4096, 128256}, {524288, 4096, 128256}, {128256, 524288, 4096}, {524288, 14336, 4096},
+      // gpt3_xl's c_fc weight gradient at 64 x 1024 (B200 1.53x the H200) and bert_large's intermediate at 1 x 128
+      {12288, 65536, 3072}, {128, 1024, 4096}};
+  const gpu_spec h100 = gpu_named("h100"), h200 = gpu_named("h200"), b200 = gpu_named("b200");
+  for (const auto& [m, n, k] : shapes) {
+    const kernel g = gemm_kernel(m, n, k, "fp32");
+    const double t100 = f.seconds(g, h100), t200 = f.seconds(g, h200), tb = f.seconds(g, b200);
+    INFO("fp32 Linear (" << m << ", " << n << ", " << k << "): H100 " << t100 << " s, H200 " << t200 << " s, B200 "
+                         << tb << " s, roofline at the H100's fp32 peak " << g.flops / (h100.peak_fp32_tflops * 1e12)
+                         << " s");
+    CHECK(t200 <= t100 * 1.01);
+    CHECK(tb <= t200 * 1.01);
+  }
+}
+
+// Twice the work of a GEMM that already fills the GPU many waves over costs about twice the time; the fp32 MLP on
+// the B200 prices llama3_8b's lm_head weight gradient (128256 x 4096 over 131072 tokens -> 262144) 19 s -> 306 s.
+// Seen (not fixed): the linear MLP's inputs are clipped one by one to their training range, and its two size inputs
+// clip at different sizes. log2(waves) passes its top (13.8) first; 'log2(waves * tile_mb / (mem_gb * 1024 / sms))'
+// (top 6.95) still grows, so the kernel leaves the training manifold (for one GPU and tile the two differ by a
+// constant) and the MLP's steep fall near that feature's top multiplies the time until it clips too. The lm_head
+// forward (4096 -> 128256, 128x64 tiles) on the H200: rows 196608 -> 393216 take that input 6.08 -> 7.08 and the time
+// 4.8 s -> 75 s; on the H100 (80 GB: 6.90 -> clipped) 7.1 s -> 18 s. The same shift puts the H200 (141 GB) above the
+// H100 from ~200k rows. A candidate: clip the footprint input by the same log2 amount as log2(waves) (the largest
+// measured wave count's utilisation); it changes the linear and bmm forecasts past the top, so a keep rule first.
+// Tried as information only (2026-11-30, not committed, leave-one-GPU-out not run): on tests/bench/physics_sweep.py's
+// 7,686 forecasts B200 above H200 89 -> 80 (worst 2.11x -> 1.30x), H200 above H100 38 -> 36 (1.25x -> 1.06x),
+// batch cliffs 42 -> 33, seq cliffs 44 -> 32; the test above 8 -> 2 failures, this one 17 -> 5 (the L40S BMMs stay:
+// their cliff is along the reduction, the tile inputs, not the wave count).
+TEST_CASE("doubling one dimension of a large fp32 GEMM costs at most 2.2 times its time (no cliff)",
+          "[neusight][physics][!mayfail]") {
+  session_pricer f;
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {128256, 131072, 4096}, {196608, 4096, 128256}, {262144, 4096, 14336}, {131072, 14336, 4096}};
+  for (const std::string gpu_name : {"h100", "h200", "b200"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const auto& [m, n, k] : shapes)
+      for (int dim = 0; dim < 3; ++dim) {
+        const kernel g = gemm_kernel(m, n, k, "fp32");
+        const kernel g2 = gemm_kernel(dim == 0 ? 2 * m : m, dim == 1 ? 2 * n : n, dim == 2 ? 2 * k : k, "fp32");
+        const double t = f.seconds(g, gpu), t2 = f.seconds(g2, gpu);
+        INFO(gpu.name << " fp32 Linear (" << m << ", " << n << ", " << k << ") " << t << " s, dimension " << dim
+                      << " doubled " << t2 << " s, ratio " << t2 / t);
+        CHECK(t2 <= 2.2 * t);
+      }
+  }
+  // mixtral_8x7b's grouped experts in fp32 on the L40S (family bmm): the up/gate BMM 8 x (65536 -> 131072 rows) x
+  // 4096 x 28672 is priced 1186 s -> 3258 s, its weight gradient over 65536 -> 131072 tokens 139 s -> 3427 s
+  // (roofline at the fp32 peak: 2.7 s for the larger).
+  const gpu_spec l40s = gpu_named("l40s");
+  for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{65536, 4096, 28672}, {4096, 65536, 28672}}) {
+    const auto bmm = [](int64_t m, int64_t n, int64_t k) {
+      kernel g = gemm_kernel(m, n, k, "fp32");
+      g.kind = kernel_kind::bmm, g.name = "BMM", g.b = 8, g.flops *= 8, g.bytes *= 8;
+      return g;
+    };
+    const kernel g = bmm(m, n, k), g2 = m > n ? bmm(2 * m, n, k) : bmm(m, 2 * n, k);
+    const double t = f.seconds(g, l40s), t2 = f.seconds(g2, l40s);
+    INFO("L40S fp32 BMM 8 x (" << m << ", " << n << ", " << k << ") " << t << " s, doubled " << t2 << " s, ratio "
+                               << t2 / t);
+    CHECK(t2 <= 2.2 * t);
+  }
+}
+
+// A prompt of 1000 tokens must not be slower than one of 1024: on the H100 llama3_8b fp32 inference at batch 2 is
+// forecast 818 ms at seq 1000 and 704 ms at 1024. The tile rule (scripts/tiling/gemm.lua, ampere linear: rows < 2048
+// with a reduction >= 4096 take 128x32, else 128x64, as cuBLAS does) switches at 2048 rows, and the MLP prices the
+// 128x32 tile of 2000 rows 1.2-1.45x above the 128x64 tile of 2048. Each kernel is its own forecast here: within one
+// forecast no suffix minimum spans them across two forecasts.
+TEST_CASE("an fp32 GEMM with fewer rows is not priced above one with more across the 128x32 / 128x64 tile switch",
+          "[neusight][physics][!mayfail]") {
+  session_pricer f;
+  for (const std::string gpu_name : {"h100", "h200", "b200", "A100-SXM4-80GB"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{14336, 4096}, {4096, 14336}, {4096, 4096}}) {
+      const double t_less = f.seconds(gemm_kernel(2000, n, k, "fp32"), gpu);
+      const double t_more = f.seconds(gemm_kernel(2048, n, k, "fp32"), gpu);
+      INFO(gpu.name << " fp32 Linear N " << n << " K " << k << ": 2000 rows " << t_less * 1e3 << " ms, 2048 rows "
+                    << t_more * 1e3 << " ms");
+      CHECK(t_less <= t_more * 1.01);
+    }
+  }
+}
