@@ -76,6 +76,10 @@ bool flops_at_roofline(std::string_view vendor, family f) {
   return vendor == "nvidia" && (f == family::bmm || f == family::linear);
 }
 
+bool footprint_clips_with_waves(std::string_view vendor, family f) {
+  return vendor == "nvidia" && (f == family::bmm || f == family::linear);
+}
+
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
   static const std::array<const char*, tile_feature_count> at_peak = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
@@ -249,9 +253,13 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 Eigen::MatrixXf features_matrix(const std::vector<const tile_features*>& rows, const tile_model& m) {
   Eigen::MatrixXf x(int(tile_feature_count), int(rows.size()));
-  for (size_t j = 0; j < rows.size(); ++j)
+  const bool joint = footprint_clips_with_waves(m.vendor, m.fam);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    auto r = rows[j]->x;
+    if (joint) r[2] -= r[3] - std::clamp(r[3], m.lo[3], m.hi[3]);  // weights/FOOTPRINT_CLIP_RULE.md
     for (size_t i = 0; i < tile_feature_count; ++i)
-      x(int(i), int(j)) = (std::clamp(rows[j]->x[i], m.lo[i], m.hi[i]) - m.mean[i]) / m.scale[i];
+      x(int(i), int(j)) = (std::clamp(r[i], m.lo[i], m.hi[i]) - m.mean[i]) / m.scale[i];
+  }
   return x;
 }
 }  // namespace

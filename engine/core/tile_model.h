@@ -91,6 +91,11 @@ struct train_convention {
 };
 // x0 against min(peak, AI·bw) rather than the peak: NVIDIA bmm and linear.
 bool flops_at_roofline(std::string_view vendor, family f);
+// The footprint input log2(waves·tile_mb/(mem_gb·1024/sms)) is shifted by the log2 amount log2(waves) was clipped by,
+// before its own clip (NVIDIA bmm and linear; weights/FOOTPRINT_CLIP_RULE.md): for one GPU and tile the two differ by
+// a constant, so a kernel past the top of log2(waves) stays on the training manifold instead of walking the footprint
+// input alone to its top (the MLP's steep fall there priced llama3_8b's fp32 lm_head on a B200 ~46x its roofline).
+bool footprint_clips_with_waves(std::string_view vendor, family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
 // How a partial wave — the last (or only) wave, of b < SMs blocks — shares the memory system in `base` (the

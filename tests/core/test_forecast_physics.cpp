@@ -1107,6 +1107,21 @@ TEST_CASE("doubling one dimension of a large fp32 GEMM costs at most 2.2 times i
   }
 }
 
+// llama3_8b fp32 training at 64 x 8192 tokens: its lm_head forward (524288 rows, 4096 -> 128256) was priced 372 s on a
+// B200 (roofline at its fp32 peak ~8 s) and above the H100 on the H200: log2(waves) clipped at its training top while
+// the footprint input kept growing alone (weights/FOOTPRINT_CLIP_RULE.md: both now clip by the same log2 amount).
+TEST_CASE("llama3_8b fp32 lm_head forward at 64 x 8192 tokens is within 4 times its roofline on the B200",
+          "[neusight][physics]") {
+  session_pricer f;
+  const kernel g = gemm_kernel(524288, 4096, 128256, "fp32");
+  const gpu_spec h100 = gpu_named("h100"), h200 = gpu_named("h200"), b200 = gpu_named("b200");
+  const double tb = f.seconds(g, b200), t200 = f.seconds(g, h200), t100 = f.seconds(g, h100);
+  const double roof = g.flops / (b200.peak_fp32_tflops * 1e12);
+  INFO("B200 " << tb << " s (roofline " << roof << " s), H200 " << t200 << " s, H100 " << t100 << " s");
+  CHECK(tb <= 4 * roof);
+  CHECK(t200 <= t100 * 1.01);
+}
+
 // A prompt of 1000 tokens must not be slower than one of 1024: on the H100 llama3_8b fp32 inference at batch 2 is
 // forecast 818 ms at seq 1000 and 704 ms at 1024. The tile rule (scripts/tiling/gemm.lua, ampere linear: rows < 2048
 // with a reduction >= 4096 take 128x32, else 128x64, as cuBLAS does) switches at 2048 rows, and the MLP prices the
