@@ -62,23 +62,20 @@ V = collections.defaultdict(list)   # category -> list of (ratio, key, detail)
 TOL = 1.01
 Lk = collections.defaultdict(list)
 for k in L: Lk[("b",k[0],k[1],k[2],k[4])].append(k); Lk[("s",k[0],k[1],k[2],k[3])].append(k)
+def along(kind, name, key, lat, v):
+    """The next point along batch (kind "b") or seq ("s") from key's value v: non-monotone and per-token cliff."""
+    m, g, mo, b, s = key
+    other = s if kind == "b" else b
+    H = sorted(x[3 if kind == "b" else 4] for x in Lk.get((kind, m, g, mo, other), [])); i = H.index(v)
+    if i + 1 >= len(H): return
+    v2 = H[i + 1]; l2 = L.get((m, g, mo, v2, s) if kind == "b" else (m, g, mo, b, v2))
+    if l2 is None: return
+    if lat > l2*TOL: V[name + "_nonmono"].append((lat/l2, key, f"{kind}{v}->{v2}"))
+    r = ((l2/v2)/(lat/v)) ** (1/max(1.0, math.log2(v2/v)))  # per-token latency cliff
+    if r > 1.3: V[name + "_cliff"].append((r, key, f"{kind}{v}->{v2}"))
 for (m,g,mo,b,s),lat in L.items():
-    # batch monotone / cliff
-    Bh = sorted(x[3] for x in Lk.get(("b",m,g,mo,s),[])); i = Bh.index(b)
-    if i+1 < len(Bh):
-        b2 = Bh[i+1]; l2 = L.get((m,g,mo,b2,s))
-        if l2 is not None:
-            if lat > l2*TOL: V["batch_nonmono"].append((lat/l2,(m,g,mo,b,s),f"b{b}->{b2}"))
-            # per-token latency cliff
-            r = ((l2/b2)/(lat/b)) ** (1/max(1.0, math.log2(b2/b)))
-            if r > 1.3: V["batch_cliff"].append((r,(m,g,mo,b,s),f"b{b}->{b2}"))
-    Sh = sorted(x[4] for x in Lk.get(("s",m,g,mo,b),[])); j = Sh.index(s)
-    if j+1 < len(Sh):
-        s2 = Sh[j+1]; l2 = L.get((m,g,mo,b,s2))
-        if l2 is not None:
-            if lat > l2*TOL: V["seq_nonmono"].append((lat/l2,(m,g,mo,b,s),f"s{s}->{s2}"))
-            r = ((l2/s2)/(lat/s)) ** (1/max(1.0, math.log2(s2/s)))
-            if r > 1.3: V["seq_cliff"].append((r,(m,g,mo,b,s),f"s{s}->{s2}"))
+    along("b", "batch", (m,g,mo,b,s), lat, b)
+    along("s", "seq", (m,g,mo,b,s), lat, s)
     # bf16 vs fp32
     if mo.endswith("_bf16") and not mo.startswith("prefill"):
         f = L.get((m,g,mo.replace("bf16","fp32"),b,s))
