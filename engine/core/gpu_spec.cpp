@@ -323,10 +323,8 @@ std::string resolve_note(const std::string& query, const gpu_spec& hit, const st
       others.push_back(fs::path(g.source).stem().string());
   }
   if (others.empty()) return {};
-  std::string list;
-  for (size_t i = 0; i < others.size(); ++i)
-    list += (i == 0 ? "" : i + 1 == others.size() ? " or " : ", ") + others[i];
-  return "GPU '" + query + "' taken as " + hit.name + " (" + hit.source + "); name " + list + " for another";
+  return "GPU '" + query + "' taken as " + hit.name + " (" + hit.source + "); name " + text_or_list(others) +
+         " for another";
 }
 }  // namespace
 

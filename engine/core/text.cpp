@@ -148,4 +148,12 @@ void text_inputs_once::add(const std::filesystem::path& file, const std::string&
   throw error(file.string() + ": given twice" + how + ": give each input once (its rows would count twice)");
 }
 
+std::string text_or_list(const std::vector<std::string>& names, std::string_view quote) {
+  std::string out;
+  for (size_t k = 0; k < names.size(); ++k)
+    out += std::string(k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(quote) + names[k] +
+           std::string(quote);
+  return out;
+}
+
 }  // namespace ns

@@ -32,6 +32,9 @@ size_t text_edit_distance(std::string_view a, std::string_view b);
 std::vector<std::string> text_close_matches(std::string_view word, const std::vector<std::string>& candidates,
                                             size_t max_results = 3);
 
+// "a, b or c" of `names` (each between `quote`s): how messages list the values a field takes.
+std::string text_or_list(const std::vector<std::string>& names, std::string_view quote = "");
+
 // " (did you mean 'x'?)" or "" when nothing is close.
 std::string text_did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 

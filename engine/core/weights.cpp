@@ -242,10 +242,7 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     const auto share = v ? wave_share_parse(*v) : std::nullopt;
     if (!share) {
       const auto& names = wave_share_names();
-      std::string one_of;
-      for (size_t i = 0; i < names.size(); ++i)
-        one_of += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + names[i] + "\"");
-      throw error(r.at(*pw) + ": 'partial_wave' must be " + one_of + " (how a partial wave shares the bandwidth, "
+      throw error(r.at(*pw) + ": 'partial_wave' must be " + text_or_list(names, "\"") + " (how a partial wave shares the bandwidth, "
                   "engine/core/tile_model.h)" + (v ? text_did_you_mean(*v, names) : std::string()));
     }
     m.partial_wave = *share;

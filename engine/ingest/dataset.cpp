@@ -288,13 +288,6 @@ const std::vector<std::string>& vector_row_dtypes() {
   return names;
 }
 
-// "a, b or c" of `names`, as the Dtype column's messages list them.
-std::string or_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t k = 0; k < names.size(); ++k) out += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + names[k];
-  return out;
-}
-
 // What bench_load does per CSV file and bench_parse for one text: the three row formats, device resolution
 // (memoised per reader), filters and skip counts. Rows hold their GPU's index while d.gpus grows; finish() points
 // them into d.gpus.
@@ -373,7 +366,7 @@ void bench_reader::read_rows(const csv_table& t) {
       // a GEMM row's dtypes: those a GEMM is priced in (core/roofline.h); a vector row's: vector_row_dtypes
       const auto& allowed = gemm ? matrix_dtypes() : vector_row_dtypes();
       if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end())
-        throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " + or_list(allowed) + " (got '" +
+        throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " + text_or_list(allowed) + " (got '" +
                     dtype + "')");
       if (gemm && dtype == "fp8") fam = family::gemm_fp8;
       else if (gemm && dtype != "fp32") fam = family::gemm_tc16;
