@@ -72,13 +72,16 @@ const vector_convention& train_convention::of(family f) const {
   return it->second;
 }
 
-bool flops_at_roofline(std::string_view vendor, family f) {
+namespace {
+// NVIDIA's fp32 GEMM families (CUDA cores): the ones flops_at_roofline and footprint_clips_with_waves concern
+bool nvidia_fp32_gemm(std::string_view vendor, family f) {
   return vendor == "nvidia" && (f == family::bmm || f == family::linear);
 }
+}  // namespace
 
-bool footprint_clips_with_waves(std::string_view vendor, family f) {
-  return vendor == "nvidia" && (f == family::bmm || f == family::linear);
-}
+bool flops_at_roofline(std::string_view vendor, family f) { return nvidia_fp32_gemm(vendor, f); }
+
+bool footprint_clips_with_waves(std::string_view vendor, family f) { return nvidia_fp32_gemm(vendor, f); }
 
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
   static const std::array<const char*, tile_feature_count> at_peak = {
