@@ -224,8 +224,8 @@ local SHARD = " (shard it, see the parallelism options)"
 ---@param s table M.state()
 ---@param params number the graph's parameters
 ---@param recipe string the recipe's name ("pure" | "amp")
---- The GPU's capacity is neusight.memory capacity's (mem_gb, at most 95 % of `reported_gib`, the total the device
---- reports, where its file gives one), as every memory report holds a run to.
+--- The GPU's capacity is neusight.memory capacity's (mem_gb, at most memory.REPORTED_SHARE of `reported_gib`, the total
+--- the device reports, where its file gives one), as every memory report holds a run to.
 ---@param gpu_mem_gb number
 ---@param unreported boolean
 ---@param reported_gib number? the GPU file's mem_reported_gib (nil: none)

@@ -157,10 +157,10 @@ local CHECK = {
         end
         if ok then
           return ("table field 'arch' = %q: %s is not a model builder (no build function); bundled builders: %s")
-            :format(v.arch, M.builder_file(v.arch), table.concat(M.ARCHES, ", ")), "arch"
+            :format(v.arch, builder_file(v.arch), table.concat(M.ARCHES, ", ")), "arch"
         end
         return ("table field 'arch' = %q names no model builder (no %s)%s; bundled builders: %s")
-          :format(v.arch, M.builder_file(v.arch), hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
+          :format(v.arch, builder_file(v.arch), hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
       end
       return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch)),
         v.arch ~= nil and "arch" or nil

@@ -37,7 +37,8 @@ function M.stage(plan) return plan.zero or 0 end
 
 --- Whether the plan shards the optimizer state and step over dp: Megatron-LM's distributed optimizer, ZeRO stage 1,
 --- and stages 2 and 3, which shard it too (distributed_optimizer = true is zero = 1's other name in the input,
---- neusight.parallel.config; the report's JSON distributed_optimizer says this).
+--- neusight.parallel.config). The stage as asked: the report's JSON distributed_optimizer says M.active_stage >= 1,
+--- whether it shards in this run.
 function M.optimizer_sharded(plan) return M.stage(plan) >= 1 end
 
 --- Whether a ZeRO stage can shard in this run at all: data-parallel training (dp > 1); M.active_stage's test.
