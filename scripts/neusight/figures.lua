@@ -362,6 +362,13 @@ function M.search_floor(layouts, shared)
   return out
 end
 
+--- The capacity predict holds a run to on `gpu`, in words (neusight.memory capacity_words without "the GPU's "):
+--- "80 GB", or "22.44 GB (95 % of the 22.00 GiB it reports; …)" on a part reporting less than its datasheet's GB.
+function M.capacity_text(gpu)
+  local memory = require "neusight.memory"
+  return (memory.capacity_words(gpu.mem_gb, memory.reported_gib(gpu)):gsub("^the GPU's ", ""))
+end
+
 --- The figures of one forecast.
 --- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward, flops_accumulate (the model's: the
 --- mean expert-parallel rank's expert rows, replicated nodes once over tp, the parameters' accumulation once),
@@ -440,7 +447,7 @@ function M.compute(r)
     lines[#lines + 1] = fmt("memory                 not known (the graph names no parameters; activations not counted)")
   elseif not modelled then  -- the memory model's own lines say it otherwise
     lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %s: %s (model state%s, activations not counted)",
-      memory, (M_memory.capacity_words(gpu.mem_gb, reported):gsub("^the GPU's ", "")), fits and "fits" or "does not fit",
+      memory, M.capacity_text(gpu), fits and "fits" or "does not fit",
       r.kv_cache_gb and " + KV cache" or "")
   end
   if cost then

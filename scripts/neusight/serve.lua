@@ -649,7 +649,7 @@ end
 function M.predict_capacity_text(gpu)
   local reported = memory.reported_gib(gpu)
   if memory.capacity(gpu.mem_gb, reported) >= gpu.mem_gb * 1e9 then return fmt("all %.0f GB", gpu.mem_gb) end
-  return (memory.capacity_words(gpu.mem_gb, reported):gsub("^the GPU's ", ""))
+  return Fg.capacity_text(gpu)
 end
 
 --- The memory a budget is a share of, in words: "the 79.1 GiB the GPU reports" or "80 GB" (mem_gb, without the

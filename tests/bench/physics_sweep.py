@@ -26,6 +26,7 @@ modes = [("train_bf16",["--mode","train","--dtype","bf16","--precision","amp"]),
 batches = "1,3,4,8,16,32,64"
 seqs = "128,512,1000,1024,2048,8192"
 MODES = dict(modes)
+MX = dict(models)   # each model's extra options, for the per-op re-runs
 jobs = list(itertools.product(models, gpus, modes))
 done = set()
 if os.path.exists(OUT+".jsonl"):
@@ -101,7 +102,6 @@ for c,v in sorted(V.items()):
 json.dump({c:[[r,list(k),d] for r,k,d in v] for c,v in out.items()}, open(os.path.join(OUTDIR,"violations.json"),"w"))
 
 # ---- per-op diff of the worst pairs
-MX = {"mixtral_8x7b":["--experts","grouped"],"llama3_70b":["--tp","8"]}
 _cache = {}
 def ops(m,g,mo,b,s):
     k=(m,g,mo,b,s)
