@@ -185,7 +185,8 @@ TEST_CASE("serving: a config.json max_position_embeddings of null or 2048.0 or n
     std::string text = fixture;
     text.replace(at, key.size(), value);
     const auto file = t.write("m" + std::to_string(value.size()) + "/config.json", text);
-    const std::string model = "--model '" + file.string() + "' --gpu h100 --predictor roofline --batch 1 ";
+    // --dtype bf16, the file's torch_dtype: without it the first warning says that torch_dtype is not read
+    const std::string model = "--model '" + file.string() + "' --gpu h100 --predictor roofline --dtype bf16 --batch 1 ";
     const json beyond = predict(model + "--mode prefill --seq 4096");
     REQUIRE(beyond["warnings"].size() >= 1);
     CHECK(std::string(beyond["warnings"][0]) ==

@@ -680,6 +680,43 @@ function T.test_config_json_unknown_keys()
     { foo = true })
 end
 
+-- A config.json's torch_dtype (or v5's dtype) is not read: a workload given no dtype runs in fp32, and when the file
+-- names another dtype for its checkpoint the forecast says so, naming the file's line and the --dtype to give (a bf16
+-- Llama-3.1-8B forecast at 4 bytes per element passed for the checkpoint unsaid); no warning with a dtype given, or
+-- when the file's is the one the forecast runs in.
+function T.test_config_json_torch_dtype_not_read_is_warned()
+  local W = require "neusight.workload"
+  local function dtype_notes(json, lines, dtype)
+    local cfg = hf.from_config(json, "l.json", {}, lines)
+    local w = W.normalize({ model = cfg, gpu = "h100", mode = "decode", batch = 1, seq = 1, context = 64,
+      dtype = dtype })
+    local out = {}
+    for _, note in ipairs(W.warnings(w)) do
+      if note:find("dtype", 1, true) then out[#out + 1] = note end
+    end
+    return out
+  end
+  local bf16 = { model_type = "llama", torch_dtype = "bfloat16", num_hidden_layers = 1 }
+  local said = dtype_notes(bf16, { torch_dtype = 30 })
+  eq(#said, 1, "one warning: torch_dtype bfloat16, no --dtype")
+  eq(said[1], [[l.json:30: torch_dtype "bfloat16" is not read: the forecast runs in fp32, the default dtype (the model ]]
+    .. [[as from_pretrained loads it without torch_dtype); give --dtype bf16 (workload field dtype) to forecast it in ]]
+    .. [[its checkpoint's dtype]], "the warning names the file's line and the flag")
+  eq(#dtype_notes(bf16, {}, "bf16"), 0, "a dtype given: none")
+  eq(#dtype_notes(bf16, {}, "fp32"), 0, "fp32 given: none")
+  eq(#dtype_notes({ model_type = "llama", torch_dtype = "float32", num_hidden_layers = 1 }, {}), 0, "float32: none")
+  eq(#dtype_notes({ model_type = "llama", num_hidden_layers = 1 }, {}), 0, "no torch_dtype: none")
+  local v5 = dtype_notes({ model_type = "qwen3", dtype = "float16", num_hidden_layers = 1 }, {})
+  eq(v5[1] and v5[1]:match('^l%.json: dtype "float16" is not read: the forecast runs in fp32') ~= nil, true,
+    "transformers v5's dtype: " .. tostring(v5[1]))
+  -- M.build normalizes the normalized table again: the note stays (said once)
+  local w = W.normalize({ model = hf.from_config(bf16, "l.json", {}), gpu = "h100", mode = "inference", batch = 1,
+    seq = 8 })
+  local again, n = W.warnings(W.normalize(w)), 0
+  for _, note in ipairs(again) do if note:find("torch_dtype", 1, true) then n = n + 1 end end
+  eq(n, 1, "kept by a second normalize")
+end
+
 -- auto_map (a remote-code checkpoint's pointer to its Python classes) changes no kernel: accepted for every
 -- model_type; attention_bias = false where the builder has no attention bias (phi3, mistral, mixtral), true refused.
 function T.test_config_json_auto_map_and_attention_bias()

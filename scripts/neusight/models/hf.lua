@@ -124,6 +124,22 @@ local CONFIG_SOURCE = setmetatable({}, { __mode = "k" })
 
 -- Config tables M.from_config made of a config.json that says "use_cache": false (weak keys; M.use_cache).
 local NO_CACHE = setmetatable({}, { __mode = "k" })
+-- The dtype each config table M.from_config made names for its checkpoint: { path, key, line, value } of its torch_dtype
+-- (or transformers v5's dtype), by table (weak keys; M.config_dtype).
+local CONFIG_DTYPE = setmetatable({}, { __mode = "k" })
+
+--- The dtype the config.json of `cfg` names for its checkpoint: the file (as the user named it), the key (torch_dtype,
+--- or transformers v5's dtype), its line (nil where the text gives none) and its value as the file writes it
+--- ("bfloat16"); nil for a table M.from_config did not make or a file without either key. No kernel reads it: the
+--- forecast's dtype is the workload's (neusight.workload warns when that is the default and this names another).
+---@return string? path
+---@return string? key
+---@return integer? line
+---@return string? value
+function M.config_dtype(cfg)
+  local d = CONFIG_DTYPE[cfg]
+  if d then return d.path, d.key, d.line, d.value end
+end
 
 --- Whether HF's forward of the model `cfg` keeps its past_key_values: false when its config.json says
 --- "use_cache": false (PretrainedConfig's key, no kernel reads it), true otherwise (HF's default, and every preset's).
@@ -480,6 +496,13 @@ function M.from_config(t, path, nulls, lines)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
   if t.use_cache == false then NO_CACHE[cfg] = true end -- M.use_cache
+  for _, key in ipairs { "torch_dtype", "dtype" } do -- M.config_dtype
+    if type(t[key]) == "string" then
+      local line = type(lines) == "table" and math.type(lines[key]) == "integer" and lines[key] or nil
+      CONFIG_DTYPE[cfg] = { path = path, key = key, line = line, value = t[key] }
+      break
+    end
+  end
   local source = { path = path, key = {}, null = {}, lines = type(lines) == "table" and lines or {} }
   CONFIG_SOURCE[cfg] = source -- M.config_key
   if entry.model_type then cfg.model_type, source.key.model_type = mt, "model_type" end
