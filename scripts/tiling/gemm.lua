@@ -616,7 +616,8 @@ end
 ---@param k table { family = "bmm"|"linear", b, m, n, k, dtype? } (data convention, n = reduction); tensor-core
 ---  dtypes on NVIDIA GPUs take the tensor-core rule above
 ---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
----@return table { tile_m = integer, tile_k = integer, kernel = string }
+---@return table { tile_m = integer, tile_k = integer, split = integer, kernel = string, alt_tile_m?, alt_tile_k?,
+---  alt_split? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, where it differs: rows_doubled)
 function M.select(k, gpu)
   local family = k.family
   if family ~= "bmm" and family ~= "linear" then
