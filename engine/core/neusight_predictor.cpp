@@ -388,12 +388,14 @@ class neusight_predictor final : public predictor {
     return out;
   }
 
-  // The kernels' forecasts, each no slower than its sub-additivity pieces (gemm_pieces) and, within the forecast, than
+  // The kernels' forecasts, each no slower than its sub-additivity pieces (gemm_pieces) or its alternative tile
+  // (tile_alternatives) and, within the forecast, than
   // the kernels of its class larger on every ordered axis (dominance_minimum), and never below its roofline floor.
   std::vector<double> predict_tiles(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const {
     std::vector<kernel_instance> all;
     std::vector<piece_use> uses;
     if (pieces_) gemm_pieces(kernels, gpu, all, uses);
+    tile_alternatives(kernels, all, uses);
     std::vector<std::pair<family, size_t>> slot;
     std::vector<double> out = price(uses.empty() ? kernels : all, gpu, slot);
     for (const piece_use& u : uses) out[u.kernel] = std::min(out[u.kernel], u.count * out[u.piece]);
@@ -416,6 +418,23 @@ class neusight_predictor final : public predictor {
     size_t kernel = 0, piece = 0;  // indices in the priced list (the kernels, then the pieces)
     double count = 0;              // how many such pieces the kernel is: its b
   };
+
+  // The tile switch (weights/TILE_SWITCH_RULE.md): a GEMM whose tile rule names an alternative tile (an NVIDIA fp32
+  // GEMM: the rule's tile for twice its rows, where it differs; scripts/tiling/gemm.lua) is also priced as itself with
+  // that tile, appended to `all` (`kernels` first when it is empty), and takes the lesser (a use of count 1).
+  static void tile_alternatives(const std::vector<kernel_instance>& kernels, std::vector<kernel_instance>& all,
+                                std::vector<piece_use>& uses) {
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (k.seconds || k.tile_alt_m < 1 || k.tile_alt_k < 1) continue;
+      if (all.empty()) all = kernels;
+      kernel_instance a = kernels[i];
+      a.k.tile_m = k.tile_alt_m, a.k.tile_k = k.tile_alt_k, a.k.tile_split = k.tile_alt_split;
+      a.k.tile_alt_m = a.k.tile_alt_k = 0, a.k.tile_alt_split = 1;
+      uses.push_back({i, all.size(), 1.0});
+      all.push_back(std::move(a));
+    }
+  }
 
   // `all`: `kernels`, then the one piece (1, m, n, k) of each distinct BMM of a sub-additive family; `uses`: which
   // kernel is how many of which.

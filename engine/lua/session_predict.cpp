@@ -27,7 +27,7 @@ std::string kernel_key(const kernel& k) {
     out += std::to_string(s->size()) + ':' + *s;
   out += std::string(kernel_kind_name(k.kind)) + ';';
   for (int64_t v : {k.b, k.m, k.n, k.k, k.rows, k.hidden, k.tile_m, k.tile_k, k.tile_elems, k.tile_split, k.tile_piece,
-                    k.tile_piece_elems})
+                    k.tile_piece_elems, k.tile_alt_m, k.tile_alt_k, k.tile_alt_split})
     out += std::to_string(v) + ',';
   for (double v : {k.flops, k.bytes, k.weight_bytes, k.tile_blocks, k.tile_flops, k.tile_bytes}) key_num(out, v);
   if (k.seconds) key_num(out, *k.seconds);

@@ -241,8 +241,11 @@ const std::vector<std::string> kernel_keys_tiled = [] {
 // The `tile` table of kernel_push at `idx` into k's tile fields. [-0, +0, -]
 void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   table_reader t(L, idx, what);
-  t.check_keys({"m", "k", "split", "elems", "piece", "piece_elems", "blocks", "flops", "bytes", "kernel"});
+  t.check_keys({"m", "k", "split", "alt_m", "alt_k", "alt_split", "elems", "piece", "piece_elems", "blocks", "flops",
+                "bytes", "kernel"});
   k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
+  k.tile_alt_m = t.integer_or("alt_m", 0), k.tile_alt_k = t.integer_or("alt_k", 0);
+  k.tile_alt_split = t.integer_or("alt_split", 1);
   k.tile_elems = t.integer_or("elems", 0);
   k.tile_piece = t.integer_or("piece", 0), k.tile_piece_elems = t.integer_or("piece_elems", 0);
   // blocks come with their flops and bytes (as kernel_push writes them): a missing one is an error, not 0
@@ -251,6 +254,8 @@ void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   k.tile_flops = blocks ? t.number("flops") : t.number_or("flops", 0);
   k.tile_bytes = blocks ? t.number("bytes") : t.number_or("bytes", 0);
   k.tile_kernel = t.str_or("kernel", "");
+  if ((k.tile_alt_m > 0) != (k.tile_alt_k > 0) || k.tile_alt_m < 0 || k.tile_alt_k < 0 || k.tile_alt_split < 1)
+    throw error(what + ": alt_m and alt_k must both be >= 1 or both absent (alt_split >= 1)");
   if (k.tile_m < 0 || k.tile_k < 0 || k.tile_split < 1 || k.tile_elems < 0 || k.tile_blocks < 0 || k.tile_flops < 0 ||
       k.tile_bytes < 0 || k.tile_piece < 0 || k.tile_piece_elems < 0 || (k.tile_piece > 0) != (k.tile_piece_elems > 0))
     throw error(what + ": tile sizes must be >= 0 (split >= 1; piece and piece_elems both or neither)");
@@ -504,6 +509,8 @@ void kernel_push(lua_State* L, const kernel& k) {
     if (k.tile_m) set_integer(L, "m", k.tile_m);
     if (k.tile_k) set_integer(L, "k", k.tile_k);
     if (k.tile_m || k.tile_k) set_integer(L, "split", k.tile_split);
+    if (k.tile_alt_m) set_integer(L, "alt_m", k.tile_alt_m), set_integer(L, "alt_k", k.tile_alt_k),
+        set_integer(L, "alt_split", k.tile_alt_split);
     if (k.tile_elems) set_integer(L, "elems", k.tile_elems);
     if (k.tile_piece) set_integer(L, "piece", k.tile_piece), set_integer(L, "piece_elems", k.tile_piece_elems);
     if (k.tile_blocks > 0) set_number(L, "blocks", k.tile_blocks), set_number(L, "flops", k.tile_flops), set_number(L, "bytes", k.tile_bytes);

@@ -588,6 +588,22 @@ local function fp32_split(s, t)
   return split, split
 end
 
+-- The row switches of the NVIDIA fp32 rules (weights/TILE_SWITCH_RULE.md). A rule hands a GEMM of fewer rows another
+-- tile at a threshold (ampere Linear: 128x32 below 2048 rows with a reduction >= 4096, 128x64 from 2048 on), and the
+-- MLP, beyond its training GPUs, prices the tile below the threshold far above the one above it (B200 fp32 Linear
+-- 4096 -> 14336: 2000 rows 5.60 ms with 128x32, 2048 rows 3.85 ms with 128x64; the A100's measurements show the
+-- library's own step is ~1.1x). cuBLAS picks among its kernels the one it expects fastest; so an NVIDIA fp32 GEMM
+-- also names the tile the same rule gives it with twice its rows (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split
+-- for its own shape) where that tile differs, and the neusight predictor prices the GEMM with both tiles and takes the
+-- lesser (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's.
+local function rows_doubled(s)
+  local d = {}
+  for key, v in pairs(s) do d[key] = v end
+  d.m = 2 * s.m
+  d.out = d.b * d.m * d.k
+  return d
+end
+
 local function check_dim(k, name)
   local v = k[name]
   if type(v) ~= "number" or v < 1 or v ~= v // 1 then
@@ -600,7 +616,8 @@ end
 ---@param k table { family = "bmm"|"linear", b, m, n, k, dtype? } (data convention, n = reduction); tensor-core
 ---  dtypes on NVIDIA GPUs take the tensor-core rule above
 ---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
----@return table { tile_m = integer, tile_k = integer, kernel = string }
+---@return table { tile_m = integer, tile_k = integer, split = integer, kernel = string, alt_tile_m?, alt_tile_k?,
+---  alt_split? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, where it differs: rows_doubled)
 function M.select(k, gpu)
   local family = k.family
   if family ~= "bmm" and family ~= "linear" then
@@ -617,7 +634,14 @@ function M.select(k, gpu)
   if fam == "pascal" then s.cc = gpu.compute_capability end
   local t = rule[family](s)
   local split, library_split = fp32_split(s, t)
-  return { tile_m = t.b, tile_k = t.a, split = split, kernel = kernel_name(rule, family, t, library_split) }
+  local out = { tile_m = t.b, tile_k = t.a, split = split, kernel = kernel_name(rule, family, t, library_split) }
+  if gpu.vendor == "nvidia" then
+    local t2 = rule[family](rows_doubled(s))
+    if t2.a ~= t.a or t2.b ~= t.b then
+      out.alt_tile_m, out.alt_tile_k, out.alt_split = t2.b, t2.a, (fp32_split(s, t2))
+    end
+  end
+  return out
 end
 
 return M

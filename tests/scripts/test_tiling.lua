@@ -462,4 +462,25 @@ function T.test_engine_row_kernels_beyond_the_longest_measured_row_grow_linearly
   end
 end
 
+-- The tile switch (weights/TILE_SWITCH_RULE.md): an NVIDIA fp32 GEMM names, besides its rule tile, the tile the rule
+-- gives it with twice its rows where that differs (the predictor prices both and takes the lesser); none where the
+-- rows' doubling keeps the tile, none for AMD (its rules are not in the rule's evidence), none for tensor-core dtypes.
+function T.test_fp32_gemm_names_the_tile_a_row_doubling_above()
+  local function sel(m, g, dtype)
+    return gemm.select({ family = "linear", b = 1, m = m, n = 4096, k = 14336, dtype = dtype or "fp32" }, g)
+  end
+  for _, g in ipairs({ B200, H100, A100 }) do
+    local below = sel(2000, g)  -- ampere Linear: 128x32 below 2048 rows with n >= 4096, 128x64 from 2048 on
+    eq(below.tile_m .. "x" .. below.tile_k, "32x128", g.name .. " 2000 rows: rule tile")
+    eq(below.kernel, "ampere_sgemm_128x32_tn", g.name .. " 2000 rows: the rule's kernel name, not the alternative's")
+    eq(below.alt_tile_m, 64, g.name .. " 2000 rows: alt_tile_m")
+    eq(below.alt_tile_k, 128, g.name .. " 2000 rows: alt_tile_k")
+    eq(below.alt_split, 1, g.name .. " 2000 rows: alt_split")
+    eq(sel(2048, g).alt_tile_m, nil, g.name .. " 2048 rows: no alternative (4096 rows keep 128x64)")
+    eq(sel(1023, g).alt_tile_m, nil, g.name .. " 1023 rows: no alternative (2046 rows keep 128x32)")
+  end
+  eq(sel(2000, MI210).alt_tile_m, nil, "MI210: no alternative")
+  eq(sel(2000, B200, "bf16").alt_tile_m, nil, "B200 bf16: no alternative")
+end
+
 return T
