@@ -375,8 +375,10 @@ void state_report_check(lua_State* L, int idx) {
   r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
 }
 
-// Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
-// `idx` (precision.lua state()): the report neusight.report renders, checked (state_report_check). [-0, +1, e]
+// Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported, reported_gib) of the
+// state table at `idx` (precision.lua state()), reported_gib not given (nil: it reads the capacity only when
+// `unreported`, which the engine's callers pass false): the report neusight.report renders, checked
+// (state_report_check). [-0, +1, e]
 void state_report_push(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
                        bool unreported) {
   lua_State* L = p.L();
