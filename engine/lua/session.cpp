@@ -15,6 +15,7 @@
 #include "core/tile_model.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
+#include "lua/workload_context.h"
 #include "lua/wrap.h"
 #include "prelude_lua.h"
 
@@ -703,7 +704,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   const stack_restore restore(L);  // also on error
   workload w;
   w.state = run_state_new(L);
-  w.source = script.empty() ? "command line" : display_of(script);
+  w.source = script.empty() ? workload_command_line : display_of(script);
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
     if (const auto* name = std::get_if<std::string>(&m->second);
@@ -810,7 +811,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 1, "while building the model of " + origin);  // stack: W spec norm build
+  ns_call(L, 2, 1, workload_building_context + origin);  // stack: W spec norm build
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
