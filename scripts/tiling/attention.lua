@@ -30,13 +30,10 @@ local M = {}
 
 M.q_block = 128
 -- the longest slice of the cache one decode block reads while the SMs allow more splits (⌈kv / it⌉ splits, capped at
--- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md). M.min_kv_slice, its name when it was a minimum, is an
--- alias of it for scripts that read or set that name: both read and write this one field.
+-- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md). M.min_kv_slice, its name when it was a minimum, reads
+-- this one field (an alias for scripts that read that name; a --scripts copy of this file sets its own value here).
 M.max_kv_slice = 256
-setmetatable(M, {
-  __index = function(t, key) if key == "min_kv_slice" then return rawget(t, "max_kv_slice") end end,
-  __newindex = function(t, key, v) rawset(t, key == "min_kv_slice" and "max_kv_slice" or key, v) end,
-})
+setmetatable(M, { __index = function(t, key) if key == "min_kv_slice" then return rawget(t, "max_kv_slice") end end })
 
 local function check(k, name)
   local v = k[name]
