@@ -26,6 +26,7 @@
 #include "core/roofline.h"
 #include "core/text.h"
 #include "lua/session.h"
+#include "lua/workload_context.h"
 
 namespace ns {
 namespace {
@@ -516,8 +517,9 @@ int search_main(const search_flags& f) {
                 ev.context = ev.why.substr(nl);  // "    while building the model of …"
                 ev.why.resize(nl);
                 // said as what search was building, the layout, not "the model of command line" (session::
-                // workload_load's context line): "while building layout dp 1 x tp 2 x pp 1 (the model of --model …)"
-                const std::string was = "while building the model of ", cli = "command line (";
+                // workload_load's context line, its words from lua/workload_context.h): "while building layout dp 1 x tp 2 x pp 1
+                // (the model of --model …)"
+                const std::string was = workload_building_context, cli = std::string(workload_command_line) + " (";
                 if (const size_t at = ev.context.find(was); at != std::string::npos) {
                   const size_t end = std::min(ev.context.find('\n', at), ev.context.size());
                   std::string of = ev.context.substr(at + was.size(), end - at - was.size());
@@ -648,11 +650,13 @@ int search_main(const search_flags& f) {
     helps.push_back(fmt::format("more GPUs (--gpus, now {})", f.gpus));
     helps.push_back("a GPU with more memory (--gpu)");
     // the capacity the layouts were held to (scripts/neusight/memory.lua capacity: mem_gb, at most 95 % of what the
-    // device reports), not the datasheet's GB where that is more (an L4's 24 GB of which it reports 22.0 GiB)
-    const double cap_gb = s.call("neusight.memory", "capacity",
-                                 {nlohmann::json(gpu_mem_gb), gpu_mem_reported_gib > 0 ? nlohmann::json(gpu_mem_reported_gib)
-                                                                                      : nlohmann::json()},
-                                 1, "")[0].get<double>() / 1e9;
+    // device reports), not the datasheet's GB where that is more (an L4's 24 GB of which it reports 22.0 GiB), written
+    // as every memory message writes it (memory.lua capacity_gb_text)
+    const auto cap = s.call("neusight.memory", "capacity_gb_text",
+                            {nlohmann::json(gpu_mem_gb), gpu_mem_reported_gib > 0 ? nlohmann::json(gpu_mem_reported_gib)
+                                                                                 : nlohmann::json()},
+                            1, "");
+    if (!cap[0].is_string()) throw error(s.module_display("neusight.memory") + ": capacity_gb_text must return a string");
     no_fit = fmt::format(
         "search: no layout of {} GPUs fits in memory: of the {} forecast{}, the least memory per GPU is {:.1f} GB (dp {} "
         "tp {} pp {}{}{}), more than the {} GB of {}; what could help: {} (--all lists the layouts "
@@ -660,7 +664,7 @@ int search_main(const search_flags& f) {
         f.gpus, evaluated, evaluated == 1 ? "" : "s", least.memory_gb, least.dp, least.tp, least.pp,
         show_ep ? fmt::format(" ep {}", least.ep) : "",
         training ? ", recompute " + least.recompute : "",
-        cap_gb < gpu_mem_gb ? fmt::format("{:.2f}", cap_gb) : fmt::format("{:.0f}", gpu_mem_gb), gpu_name,
+        cap[0].get<std::string>(), gpu_name,
         fmt::join(helps, ", "));
   }
 

@@ -100,6 +100,10 @@ struct field_setter {
     if (!value.is_string()) mistyped("a string");
     spec.*m = value.as_string()->get();
     if ((spec.*m).empty()) throw error(at + ": key '" + field.key + "' must not be empty");
+    // whitespace only: printed as a blank (a note said of every run, a name in every table); a blank what_if is
+    // scripts/neusight/gpu_check.lua's to refuse, which says what it must say
+    if (std::string_view(field.key) != "what_if" && (spec.*m).find_first_not_of(" \t\r\n\f\v") == std::string::npos)
+      throw error(at + ": key '" + field.key + "' must not be blank (whitespace only)");
   }
   void operator()(std::vector<std::string> gpu_spec::*m) const {
     const toml::array* arr = value.as_array();

@@ -15,6 +15,7 @@
 #include "core/tile_model.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
+#include "lua/workload_context.h"
 #include "lua/wrap.h"
 #include "prelude_lua.h"
 
@@ -375,8 +376,10 @@ void state_report_check(lua_State* L, int idx) {
   r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
 }
 
-// Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
-// `idx` (precision.lua state()): the report neusight.report renders, checked (state_report_check). [-0, +1, e]
+// Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported, reported_gib) of the
+// state table at `idx` (precision.lua state()), reported_gib not given (nil: it reads the capacity only when
+// `unreported`, which the engine's callers pass false): the report neusight.report renders, checked
+// (state_report_check). [-0, +1, e]
 void state_report_push(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
                        bool unreported) {
   lua_State* L = p.L();
@@ -701,7 +704,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   const stack_restore restore(L);  // also on error
   workload w;
   w.state = run_state_new(L);
-  w.source = script.empty() ? "command line" : display_of(script);
+  w.source = script.empty() ? workload_command_line : display_of(script);
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
     if (const auto* name = std::get_if<std::string>(&m->second);
@@ -808,7 +811,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 1, "while building the model of " + origin);  // stack: W spec norm build
+  ns_call(L, 2, 1, workload_building_context + origin);  // stack: W spec norm build
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);

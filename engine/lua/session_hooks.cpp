@@ -26,13 +26,12 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
                                             const predictor& pred, const std::string& overhead, const std::string& launch,
                                             bool decode, std::vector<std::string>* notes) {
   if (launch == "graph" && overhead == "on") {
-    // the vendor's word for a graph replay (scripts/neusight/launch.lua graph_name: a HIP graph on AMD); an older
-    // --scripts launch.lua without it: vendor-neutral
-    std::string replay = "graph replay";
-    if (has_function("neusight.launch", "graph_name")) {
-      const auto r = call("neusight.launch", "graph_name", {nlohmann::json(gpu.vendor)}, 1, "");
-      if (!r.empty() && r[0].is_string()) replay = r[0].get<std::string>();
-    }
+    // the vendor's word for a graph replay, as the table's launch note says it (scripts/neusight/report.lua
+    // graph_replay: launch.lua graph_name's, a HIP graph on AMD; vendor-neutral for an older --scripts launch.lua)
+    const auto r = call("neusight.report", "graph_replay", {nlohmann::json(gpu.vendor)}, 1, "");
+    if (r.empty() || !r[0].is_string())
+      throw error(module_display("neusight.report") + ": graph_replay must return a string");
+    const std::string replay = r[0].get<std::string>();
     throw error("--overhead on and --launch graph exclude each other: a " + replay + " runs its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
   }

@@ -96,12 +96,22 @@ function M.capacity(mem_gb, reported_gib)
   return M.budget_gb(mem_gb, nil, reported_gib) * 1e9
 end
 
+--- The GB of the GPU's capacity (M.capacity) as messages write them: mem_gb to the GB ("80") where the capacity is
+--- all of it, else the capacity to 0.01 GB ("22.80", a share of the reported total). M.capacity_words' number and
+--- search's no-fit message's (engine/cli/search_cmd.cpp). Returns the text and whether it is a share of the reported
+--- total.
+function M.capacity_gb_text(mem_gb, reported_gib)
+  local cap = M.budget_gb(mem_gb, nil, reported_gib)
+  if cap >= mem_gb then return fmt("%.0f", mem_gb), false end
+  return fmt("%.2f", cap), true
+end
+
 --- How a message names the GPU's capacity (M.capacity): "the GPU's 80 GB" where it is mem_gb, else the share of the
 --- reported total it is.
 function M.capacity_words(mem_gb, reported_gib)
-  local cap = M.budget_gb(mem_gb, nil, reported_gib)
-  if cap >= mem_gb then return fmt("the GPU's %.0f GB", mem_gb) end
-  return fmt("the GPU's %.2f GB (%.0f %% of the %.2f GiB it reports; its datasheet's %.0f GB is more than that)", cap,
+  local gb, share = M.capacity_gb_text(mem_gb, reported_gib)
+  if not share then return fmt("the GPU's %s GB", gb) end
+  return fmt("the GPU's %s GB (%.0f %% of the %.2f GiB it reports; its datasheet's %.0f GB is more than that)", gb,
     100 * M.REPORTED_SHARE, reported_gib, mem_gb)
 end
 

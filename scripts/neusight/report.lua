@@ -381,8 +381,9 @@ end
 
 
 --- What a graph replay is on a GPU of `vendor`, in the table's launch note: neusight.launch graph_name's words ("a
---- HIP-graph (hipGraph) replay" on AMD); a --scripts launch.lua written before graph_name has none: vendor-neutral,
---- as the engine's --overhead message says it (engine/lua/session_hooks.cpp). `launch` the module (default: required).
+--- HIP-graph (hipGraph) replay" on AMD); a --scripts launch.lua written before graph_name has none: vendor-neutral.
+--- The one wording: the engine's --overhead message reads it here (engine/lua/session_hooks.cpp). `launch` the module
+--- (default: required).
 ---@param vendor string?
 ---@param launch table?
 function M.graph_replay(vendor, launch)

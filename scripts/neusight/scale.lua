@@ -296,20 +296,34 @@ M.envelope_fields = { "num_sm", "boost_clock_mhz", "max_threads_per_sm", "max_bl
 --- slower (a B200 against an H200: more SMs, bandwidth, L2, the same per-SM fp32 rate, a boost clock 0.8 % lower: at
 --- most 0.8 % slower) — the fp32 GEMM MLPs, outside
 --- their training GPUs there, said +29 % for GPT-2's addmm — and the bounds of B → A are those of A → B inverted, so
---- A → B → A returns the origin. A resource a GPU file lacks (no value on either side) takes no part.
+--- A → B → A returns the origin. A resource neither GPU gives takes no part; one that only one of them gives is an
+--- error, never a narrower envelope (the bound it would set is unknown) — except, for a kernel that names no peak
+--- (every peak counts), a peak one GPU gives as 0 (its file's "no such units": the kernel cannot be running on them).
 ---@return number seconds on the destination
 ---@return string the rule
 function M.envelope(k, from, to)
   local lo, hi = 1, 1
-  local function take(a, b)
-    if type(a) == "number" and type(b) == "number" and a > 0 and b > 0 then
+  local named = k.peak and k.peak ~= ""
+  local function given(v) return type(v) == "number" and v > 0 end
+  local function gpu_name(g) return tostring(g.source or g.name or (g == from and "the origin" or "the destination")) end
+  -- `what`: the field (nil for the per-SM peaks, derived from fields already taken)
+  local function take(a, b, what)
+    if given(a) and given(b) then
       lo, hi = math.min(lo, a / b), math.max(hi, a / b)
+      return
     end
+    if not what or not (given(a) or given(b)) then return end  -- neither GPU gives it: no part
+    if not named and what:find("^peak_") and (a == 0 or b == 0) then return end  -- no such units on one GPU
+    local has, lacks = from, to
+    if given(b) then has, lacks = to, from end
+    error(("neusight.scale envelope: %s gives no %s but %s does (%s): the envelope of the GPUs' resource ratios "
+      .. "cannot leave it out (a narrower bound, said by nothing); give it in the GPU file"):format(gpu_name(lacks),
+      what, gpu_name(has), tostring(has[what])), 0)
   end
-  for _, f in ipairs(M.envelope_fields) do take(from[f], to[f]) end
-  local peaks = (k.peak and k.peak ~= "") and { k.peak } or M.peak_fields
+  for _, f in ipairs(M.envelope_fields) do take(from[f], to[f], f) end
+  local peaks = named and { k.peak } or M.peak_fields
   for _, p in ipairs(peaks) do
-    take(from[p], to[p])
+    take(from[p], to[p], p)
     if type(from[p]) == "number" and type(to[p]) == "number" and (from.num_sm or 0) > 0 and (to.num_sm or 0) > 0 then
       take(from[p] / from.num_sm, to[p] / to.num_sm)
     end

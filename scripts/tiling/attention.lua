@@ -12,7 +12,7 @@
 --   backward (FlashAttention-2): the same blocks (its dK/dV pass is parallel over key tiles of the same size),
 --     2.5× the forward's matrix work per block and twice its bytes.
 --   decode (FlashDecoding / split-KV, FlashInfer and TRT-LLM decode): one block per (sequence, kv head) handling
---     that head's whole query group, the cache split into slices of at most M.min_kv_slice tokens (⌈kv / slice⌉
+--     that head's whole query group, the cache split into slices of at most M.max_kv_slice tokens (⌈kv / slice⌉
 --     splits) while the blocks still fit the SMs once: the split is capped at ⌊SMs / pairs⌋, so a split launch is
 --     one wave. At most, not at least: FlashAttention-2's split-KV kernel (head dim 128) cuts the cache in blocks of
 --     128 keys and FlashInfer's decode chunks are at least 128 tokens, so neither keeps 385 tokens in one block
@@ -30,8 +30,10 @@ local M = {}
 
 M.q_block = 128
 -- the longest slice of the cache one decode block reads while the SMs allow more splits (⌈kv / it⌉ splits, capped at
--- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md), a minimum before; the name kept for scripts that set it
-M.min_kv_slice = 256
+-- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md). M.min_kv_slice, its name when it was a minimum, reads
+-- this one field (an alias for scripts that read that name; a --scripts copy of this file sets its own value here).
+M.max_kv_slice = 256
+setmetatable(M, { __index = function(t, key) if key == "min_kv_slice" then return rawget(t, "max_kv_slice") end end })
 
 local function check(k, name)
   local v = k[name]
@@ -53,7 +55,7 @@ function M.select(k, gpu)
   if k.op == "decode" then
     local group = h // kvh
     local pairs = b * kvh
-    local split = max(1, min(gpu.num_sm // pairs, ceil(skv / M.min_kv_slice)))
+    local split = max(1, min(gpu.num_sm // pairs, ceil(skv / M.max_kv_slice)))
     local slice = ceil(skv / split)
     return {
       blocks = pairs * split,

@@ -149,6 +149,13 @@ gpu_case("vendor_unknown", "vendor", '"intel"', "key 'vendor' must be \"nvidia\"
 gpu_case("vendor_number", "vendor", '7', "key 'vendor' must be a string (got integer)")
 gpu_case("name_empty", "name", '""', "key 'name' must not be empty")
 gpu_case("name_table", "name", '{ x = 1 }', "key 'name' must be a string (got table)")
+-- a string of whitespace only is refused as an empty one is (a note = "  " was printed blank once per run)
+gpu_case("name_blank", "name", '"  "', "key 'name' must not be blank (whitespace only)")
+do
+  local text = gpu .. 'note = " \t "\n'
+  case { kind = "gpu", file = "gpu/note_blank.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "key 'note' must not be blank (whitespace only)", line = line_of(text, "note =") }
+end
 gpu_case("aliases_string", "aliases", '"bad1"', "key 'aliases' must be an array of strings (got string)")
 gpu_case("aliases_mixed", "aliases", '["bad1", 2]', "key 'aliases' must be an array of strings")
 gpu_case("architecture_bool", "architecture", 'true', "key 'architecture' must be a string (got boolean)")

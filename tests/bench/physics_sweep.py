@@ -9,7 +9,7 @@ re-runs the worst pairs with the per-op JSON and names the ops (kernel, dims, li
 Usage, from the repository root:  python3 tests/bench/physics_sweep.py [build/neusight] [OUTDIR]
 (writes OUTDIR/sweep.jsonl, violations.json, perop.json; the pinned cases are the [!mayfail] tests at the end of
 tests/core/test_forecast_physics.cpp)"""
-import json, subprocess, sys, itertools, os, time, collections, math
+import json, subprocess, sys, itertools, os, time, collections, math, threading
 from concurrent.futures import ThreadPoolExecutor
 BIN = sys.argv[1] if len(sys.argv) > 1 else "build/neusight"
 OUTDIR = sys.argv[2] if len(sys.argv) > 2 else "physics_sweep"
@@ -34,6 +34,7 @@ if os.path.exists(OUT+".jsonl"):
         r=json.loads(l); done.add((r["model"],r["gpu"],r["mode"]))
 jobs = [j for j in jobs if (j[0][0],j[1],j[2][0]) not in done]
 print(len(jobs),"jobs left",flush=True)
+write_lock = threading.Lock()  # the two worker threads append to one file: one whole line at a time
 def run(j):
     (m,mx),g,(mn,ma) = j
     cmd = ["nice",BIN,"predict","--model",m,"--gpu",g,*mx,*ma,"--batch",batches,"--seq",seqs,"--format","json"]
@@ -42,7 +43,8 @@ def run(j):
         return dict(model=m,gpu=g,mode=mn,error=p.stderr[-500:])
     rows = json.loads(p.stdout)["rows"]
     out= dict(model=m,gpu=g,mode=mn,rows=[{k:r.get(k) for k in ("batch","seq","latency_ms","fits","tokens_per_s")} for r in rows])
-    open(OUT+".jsonl","a").write(json.dumps(out)+"\n"); return out
+    with write_lock, open(OUT+".jsonl","a") as f: f.write(json.dumps(out)+"\n")
+    return out
 t=time.time()
 with ThreadPoolExecutor(2) as ex:
     res = list(ex.map(run, jobs))

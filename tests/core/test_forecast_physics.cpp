@@ -338,7 +338,7 @@ TEST_CASE("a decode attention kernel is never priced above one with a longer cac
       // head dim 128, batch 1: 2048 tokens in 64 blocks 26.2 us, 3072 in 96 blocks 13.9 us; 1.93x before the
       // envelope). Then 1.48x below 512 tokens, where a one-slice kernel met a two-slice one of shorter slices,
       // which neither copy reaches (L40S head dim 128, batch 1: 384 tokens in 8 blocks 30.2 us, 512 in 16 blocks
-      // 20.4 us); with slices of at most min_kv_slice (weights/DECODE_SPLIT_RULE.md, C1) 1.30x at most, the same
+      // 20.4 us); with slices of at most max_kv_slice (weights/DECODE_SPLIT_RULE.md, C1) 1.30x at most, the same
       // meeting at half the slice (L40S head dim 128, batch 1: 256 tokens in 8 blocks 20.4 us, 384 in 16 blocks of
       // 192 tokens 15.7 us); elsewhere at most 1.08x (L40S head dim 64, 1023 -> 1025 tokens).
       double worst = 0;

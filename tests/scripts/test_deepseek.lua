@@ -269,7 +269,7 @@ function T.test_serving_phases()
   local tile = require("tiling.attention").select(fw[1], { num_sm = 132 })
   assert(math.abs(tile.flops * tile.blocks / fw[1].flops - 1) < 0.01, "tile FLOPs ≈ the kernel's")
   eq(tile.blocks * (tile.bytes - 2 * 2 * 242 * 288), b * 9 * 228 * 576 * 2,
-    "tile cache bytes: 9 splits of 228 tokens per sequence (slices of at most min_kv_slice), each cached row of 576 values read once")
+    "tile cache bytes: 9 splits of 228 tokens per sequence (slices of at most max_kv_slice), each cached row of 576 values read once")
   local cache = 0
   for _, n in ipairs(nodes) do cache = cache + (n.attrs.kv_cache_bytes or 0) * n.count end
   eq(cache, 61 * b * (C + 1) * (512 + 64) * 2, "KV cache bytes: 61 layers × (kv_lora_rank + qk_rope_head_dim) × 2 B")

@@ -237,12 +237,12 @@ function T.test_attention_tiles()
   eq(ratio >= 1 and ratio < 1.05, true, "causal tiles cover the kernel's work, ratio " .. ratio)
   local full = K.attention("full", 2, 4096, 4096, 128, 32, 8, "bf16")
   eq(tiling.select(full, H100).blocks * tiling.select(full, H100).flops, full.flops, "full tiles = kernel flops")
-  -- Decode: (sequence, kv head) blocks split over the cache until the SMs are filled, slices <= min_kv_slice while
+  -- Decode: (sequence, kv head) blocks split over the cache until the SMs are filled, slices <= max_kv_slice while
   -- the SMs allow (weights/DECODE_SPLIT_RULE.md, C1).
   local d = tiling.select(K.attention("decode", 1, 1, 32768, 128, 32, 8, "bf16"), H100)
   local split = d.blocks // 8
   eq(split > 1 and d.blocks <= 132, true, "decode splits the cache to fill the SMs once: " .. d.blocks .. " blocks")
-  eq(32768 / split >= tiling.min_kv_slice, true, "decode slice length")
+  eq(32768 / split >= tiling.max_kv_slice, true, "decode slice length")
   eq(tiling.select(K.attention("decode", 64, 1, 32768, 128, 32, 8, "bf16"), H100).blocks, 64 * 8, "more (sequence, kv head) pairs than SMs: no split")
   -- A split-KV launch is one wave: the split rounds down (weights/DECODE_SPLIT_RULE.md). Rounding up had put
   -- 8 x 17 = 136 blocks on 132 SMs (batch 1, 8 KV heads), 8 x 18 = 144 on the L40S's 142, 64 x 3 = 192 on 132.
@@ -254,24 +254,33 @@ function T.test_attention_tiles()
           local sp = t.blocks // (b * kvh)
           if sp > 1 then
             eq(t.blocks <= sms, true, ("%d SMs, batch %d, %d KV heads, %d tokens: %d blocks in split %d"):format(sms, b, kvh, c, t.blocks, sp))
-            -- slices of at most min_kv_slice, or as many splits as the wave holds
-            eq(-(-c // sp) <= tiling.min_kv_slice or sp == sms // (b * kvh), true,
-              ("%d SMs, batch %d, %d KV heads, %d tokens: slices of at most min_kv_slice until the SMs are full"):format(sms, b, kvh, c))
-            -- and no more splits than slices of a key or more (ceil(c / min_kv_slice))
-            eq(sp <= -(-c // tiling.min_kv_slice), true, ("%d SMs, batch %d, %d KV heads, %d tokens: split %d"):format(sms, b, kvh, c, sp))
+            -- slices of at most max_kv_slice, or as many splits as the wave holds
+            eq(-(-c // sp) <= tiling.max_kv_slice or sp == sms // (b * kvh), true,
+              ("%d SMs, batch %d, %d KV heads, %d tokens: slices of at most max_kv_slice until the SMs are full"):format(sms, b, kvh, c))
+            -- and no more splits than slices of a key or more (ceil(c / max_kv_slice))
+            eq(sp <= -(-c // tiling.max_kv_slice), true, ("%d SMs, batch %d, %d KV heads, %d tokens: split %d"):format(sms, b, kvh, c, sp))
           end
           if b * kvh * 2 > sms then eq(sp, 1, ("%d SMs, batch %d, %d KV heads: no room for a second split"):format(sms, b, kvh)) end
         end
       end
     end
   end
-  -- C1: a cache between two multiples of min_kv_slice is split like the longer one, not kept in fewer, longer slices
+  -- C1: a cache between two multiples of max_kv_slice is split like the longer one, not kept in fewer, longer slices
   -- (rounding the split down had put 385 tokens in 1 slice per KV head and 513 in 2 on the L40S at batch 1, and the
   -- forecast at 384 tokens of context was 1.48x the one at 512).
   for _, c in ipairs { 257, 385, 511 } do
     local t = tiling.select(K.attention("decode", 1, 1, c, 128, 32, 8, "bf16"), { num_sm = 142 })
-    eq(t.blocks, 16, c .. " tokens, batch 1, 8 KV heads, 142 SMs: two slices of at most min_kv_slice")
+    eq(t.blocks, 16, c .. " tokens, batch 1, 8 KV heads, 142 SMs: two slices of at most max_kv_slice")
   end
+end
+
+-- tiling.attention max_kv_slice, once named min_kv_slice (it is a maximum since weights/DECODE_SPLIT_RULE.md C1): the
+-- old name reads the same field, and the decode split follows it.
+function T.test_min_kv_slice_is_an_alias_of_max_kv_slice()
+  local tiling = require "tiling.attention"
+  eq(tiling.max_kv_slice, 256, "the field") eq(tiling.min_kv_slice, tiling.max_kv_slice, "the old name reads it")
+  local t = tiling.select(K.attention("decode", 1, 1, 4096, 128, 32, 8, "bf16"), { num_sm = 132 })
+  eq(t.blocks, 8 * 4096 // tiling.max_kv_slice, "4096 tokens in slices of at most max_kv_slice: 16 splits")
 end
 
 -- A causal sliding window (serving engines' windowed FlashAttention kernel): FLOPs of the band's pairs, counted here

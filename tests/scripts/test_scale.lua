@@ -248,6 +248,34 @@ function M.test_physics_envelope()
   eq(S.destination(slow, b200, h200), 1e-3, "to a GPU with less of every resource: not faster")
 end
 
+-- A resource one GPU gives and the other does not is refused, never left out of the envelope (which would bound the
+-- kernel by the others alone, a narrower envelope said by nothing); one neither gives takes no part. A kernel naming
+-- no peak may meet a peak one GPU gives as 0 (no such units): that peak takes no part.
+function M.test_physics_envelope_refuses_a_resource_one_gpu_lacks()
+  local function gpus()
+    local a = { name = "A", num_sm = 132, mem_bw_gbps = 4800, l2_mb = 50, peak_fp32_tflops = 66.9, peak_fp8_tflops = 1979 }
+    local b = { name = "B", num_sm = 148, mem_bw_gbps = 8000, l2_mb = 126, peak_fp32_tflops = 75, peak_fp8_tflops = 0 }
+    return a, b
+  end
+  local k = { from_s = 6.2e-5, to_s = 3e-5, compute_from_s = 3e-5, memory_from_s = 2e-5, compute_to_s = 2.7e-5,
+              memory_to_s = 1.2e-5, peak = "peak_fp32_tflops" }
+  local a, b = gpus()
+  eq(S.destination(k, a, b), 3e-5, "every resource on both: the predictor's ratio, within the envelope")
+  b.l2_mb = nil  -- L2 grows 2.5x: the only resource allowing the kernel 2.07x faster
+  local ok, err = pcall(S.destination, k, a, b)
+  eq(ok, false, "a GPU without l2_mb against one with it is refused")
+  eq(err, "neusight.scale envelope: B gives no l2_mb but A does (50): the envelope of the GPUs' resource ratios "
+    .. "cannot leave it out (a narrower bound, said by nothing); give it in the GPU file", "the message")
+  a.l2_mb = nil
+  local t = S.destination(k, a, b)
+  eq(math.abs(t / (k.from_s * 4800 / 8000) - 1) < 1e-12, true, "neither gives it: bounded by the rest (got " .. t .. ")")
+  a, b = gpus()
+  k.peak = nil
+  eq(S.destination(k, a, b), 3e-5, "no peak named: an fp8 peak of 0 on one GPU takes no part")
+  b.peak_fp8_tflops = nil
+  eq(pcall(S.destination, k, a, b), false, "but a peak one GPU does not give at all is refused")
+end
+
 -- The clock is a resource of the envelope: a latency-bound kernel runs at it whatever the lanes. An A100 has more of
 -- every other resource than an A10G (SMs, bf16 peak in all and per SM, bandwidth, L2) but a boost clock of 1410 MHz
 -- against 1710: a bf16 kernel the predictor puts 15 % slower there keeps it (the peaks alone bounded it at 1, "never

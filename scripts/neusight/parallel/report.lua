@@ -195,7 +195,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
       .. "reduce-scatters: %.3f ms on stage 0 over %d microbatch(es), %.3f ms exposed (prefetched one unit ahead); "
       .. "%.2f GB of unsharded units in memory\n", first.dp_comm * ms, j.microbatches, first.dp_exposed * ms,
       (first.zero_gathered or 0) / 1e9)
-  elseif plan.training and j.dp > 1 and first then -- (no gradients to reduce outside training)
+  elseif Z.dp_gradients(plan) and first then -- (no gradients to reduce outside training: neusight.parallel.zero)
     -- (ZeRO-2 reduce-scatters the buckets after every microbatch's backward: neusight.parallel.timeline)
     add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB%s on stage 0, %.3f ms exposed%s\n",
       zero >= 1 and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,

@@ -387,7 +387,7 @@ local function prepare(plan, nodes, times, reuse)
   local events, buckets_of = {}, {}
   -- (ZeRO-3 reduce-scatters each unit's gradients inside its backward, neusight.parallel.zero: no buckets after it)
   local zero3 = Z.active_stage(plan) == 3
-  if plan.training and plan.dp > 1 and not zero3 then
+  if Z.dp_gradients(plan) and not zero3 then
     local bucket_bytes = plan.bucket_mb * 1e6
     local reduce = Z.optimizer_sharded(plan) and "reduce_scatter" or "all_reduce"
     -- per layered segment (by its `per`): its nodes' gradient bytes and groups
@@ -666,7 +666,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       dev.dp_bytes = Mb * z.comm.bytes
       dev.dp_wire_bytes = Mb * (Z.wire_bytes("all_gather", z.comm.gathers, plan.dp)
         + Z.wire_bytes("reduce_scatter", z.comm.scatters, plan.dp))
-    elseif plan.training and plan.dp > 1 then
+    elseif Z.dp_gradients(plan) then
       -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k], each dt[k] on the link (parallel arrays)
       local nr, last_at, last_bytes, last_group = 0, nil, nil, nil
       for c = 0, v - 1 do
