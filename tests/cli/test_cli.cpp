@@ -722,8 +722,8 @@ TEST_CASE("an unknown preset lists the presets its name begins", "[cli]") {
 
 TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
   const auto r = run_cli("predict --model gpt2_large --gpu h100");
-  CHECK(r.code == 1);
-  CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: command line: missing --mode, --batch and --seq; `neusight predict --help` lists the flags\n");
 }
 
 // train --family F: every row of another family is counted under "family X not requested", one line per family in

@@ -183,9 +183,9 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   r = run_cli("predict --graph " + graph + " --gpu l4 --batch 2");
   CHECK(r.code != 0);
   CHECK(r.err.find("--batch excludes --graph") != std::string::npos);
-  r = run_cli("predict --graph " + graph);
-  CHECK(r.code == 1);
-  CHECK(r.err == "neusight: predict --graph needs --gpu (a file path, file stem or alias)\n");
+  r = run_cli("predict --graph " + graph);  // a missing flag: a usage error, exit 2 (it was 1)
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: command line: missing --gpu; `neusight predict --help` lists the flags\n");
   r = run_cli("predict --model gpt2_large --gpu l4 --layers 3");
   CHECK(r.code != 0);
   CHECK(r.err.find("--layers requires --graph") != std::string::npos);
