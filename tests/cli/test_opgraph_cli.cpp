@@ -285,6 +285,31 @@ TEST_CASE("eval models: the predictor's warnings are said on stderr and in the J
 }
 
 TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
+TEST_CASE("eval models: every warning said on stderr is in the JSON too", "[cli][eval][opgraph]") {
+  // the graphs' corrections (a distributed graph's collectives replaced by our own) and --overhead on's "no effect"
+  // were said on stderr only: a script reading --format json saw "warnings": []
+  const auto every_said = [](const std::string& args, const std::string& expect) {
+    const auto r = run_cli("eval models " + args + " --predictor roofline --format json");
+    INFO(args << "\nstderr: " << r.err);
+    REQUIRE(r.code == 0);
+    const json j = parse_json(r);
+    std::vector<std::string> in_json;
+    for (const auto& w : j["warnings"]) in_json.push_back(w);
+    size_t said = 0;
+    for (size_t at = r.err.find("neusight: warning: "); at != std::string::npos;
+         at = r.err.find("neusight: warning: ", at + 1), ++said) {
+      const size_t from = at + std::string("neusight: warning: ").size();
+      const std::string w = r.err.substr(from, r.err.find('\n', from) - from);
+      CHECK(std::count(in_json.begin(), in_json.end(), w) == 1);
+    }
+    CHECK(said == in_json.size());
+    CHECK(std::any_of(in_json.begin(), in_json.end(),
+                      [&](const std::string& w) { return w.find(expect) != std::string::npos; }));
+  };
+  every_said("tests/fixtures/distributed/label", "ALLREDUCE_ASYNC kernel(s) of the reference graph replaced");
+  every_said("tests/fixtures/neusight/label --overhead on", "--overhead on has no effect");
+}
+
   const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json");
   const json j = parse_json(r);
   CHECK(j["predictor"] == "roofline");
