@@ -332,8 +332,28 @@ int eval_models_main(const eval_models_flags& f) {
           row[key] = {{"pairs", c->second.pairs}, {"mean_before", c->second.before}, {"mean_after", c->second.after}};
       js.push_back(std::move(row));
     }
+    // the table's "all" line, every label's APE at once (before, only the table had it): as the GPUs' rows, and the
+    // calibrated pairs of every GPU together
+    std::vector<double> apes;
+    std::vector<const result_row*> every;
+    for (const auto& r : rows) apes.push_back(r.ape), every.push_back(&r);
+    const stats st = stats_of(apes);
+    size_t in = 0, banded = 0;
+    coverage_text(every, &in, &banded);
+    json all = {{"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max},
+                {"band_coverage", banded ? json(double(in) / double(banded)) : json(nullptr)}};
+    for (auto [key, scores] : {std::pair{"calibrated", &cal}, {"calibrated_same_model", &cal_same}}) {
+      size_t n = 0;
+      double before = 0, after = 0;
+      for (const auto& g : order)
+        if (auto c = scores->find(g); c != scores->end() && c->second.pairs)
+          n += c->second.pairs, before += c->second.before * double(c->second.pairs),
+              after += c->second.after * double(c->second.pairs);
+      if (n) all[key] = {{"pairs", n}, {"mean_before", before / double(n)}, {"mean_after", after / double(n)}};
+    }
     j["rows"] = std::move(jr);
     j["summary"] = std::move(js);
+    j["all"] = std::move(all);
     j["skipped"] = skipped;
     // every warning said on stderr (before, the graphs' corrections and the overhead notes were said there only)
     json warnings = told;

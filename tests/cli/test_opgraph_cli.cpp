@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <tuple>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/gpu_spec.h"
@@ -284,7 +285,6 @@ TEST_CASE("eval models: the predictor's warnings are said on stderr and in the J
   CHECK(parse_json(unused)["warnings"].size() == 1);
 }
 
-TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
 TEST_CASE("eval models: every warning said on stderr is in the JSON too", "[cli][eval][opgraph]") {
   // the graphs' corrections (a distributed graph's collectives replaced by our own) and --overhead on's "no effect"
   // were said on stderr only: a script reading --format json saw "warnings": []
@@ -310,6 +310,7 @@ TEST_CASE("eval models: every warning said on stderr is in the JSON too", "[cli]
   every_said("tests/fixtures/neusight/label --overhead on", "--overhead on has no effect");
 }
 
+TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
   const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json");
   const json j = parse_json(r);
   CHECK(j["predictor"] == "roofline");
@@ -336,6 +337,20 @@ TEST_CASE("eval models: every warning said on stderr is in the JSON too", "[cli]
     CHECK(s["median"] == s["mean"]);
     CHECK(s["max"] == s["mean"]);
   }
+  // the table's "all" line, every label at once, is in the JSON too (it was the table's alone): the three APEs' mean,
+  // median and max, and the same digits as the table prints
+  REQUIRE(j.contains("all"));
+  const json& all = j["all"];
+  std::vector<double> apes;
+  for (const auto& row : j["rows"]) apes.push_back(row["ape"]);
+  std::sort(apes.begin(), apes.end());
+  CHECK(all["n"] == 3);
+  CHECK_THAT(double(all["mean"]), Catch::Matchers::WithinRel((apes[0] + apes[1] + apes[2]) / 3, 1e-12));
+  CHECK(all["median"] == apes[1]);
+  CHECK(all["max"] == apes[2]);
+  const auto all_table = run_cli("eval models tests/fixtures/neusight/label --predictor roofline");
+  CHECK(all_table.out.find(fmt::format("\n{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f} ", "all", 3, double(all["mean"]),
+                                   double(all["median"]), double(all["max"]))) != std::string::npos);
   // the true reason: the fused model (predict --fusion) fuses the model builder's graph, not a reference graph
   const std::string fusion = "fusion label (torch.compile): eval models forecasts the reference graph unfused (spec "
                              "§1.6's fusion of an imported graph is not implemented), and the label does not say "
