@@ -514,7 +514,6 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   session s(session_options_make(c));
   opgraph og = opgraph_load(gf.file, s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
-  if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
   std::string gpu_note;  // a short name several GPUs answer to: which it was taken as (gpu_catalog::resolve)
   const gpu_spec gpu = s.gpus().resolve(f.gpu, gpu_note);
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
@@ -688,11 +687,23 @@ std::string missing_required(CLI::App* sc, bool trace_calibration) {
     if (!missing.empty() && (!given("--input-len") || !given("--output-len") || (!given("--batch") && !given("--rate"))))
       why = " (--input-len, --output-len and --batch or --rate are required without --requests-file)";
   }
-  // predict: which of --mode, --batch and --seq are required depends on --model or --graph (a graph's file name
-  // carries them): said once the model is given (scripts/neusight/workload.lua normalize lists them all)
-  if (sc->get_name() == "predict" && !given("--model") && !given("--graph") && !trace_calibration) {
-    missing.insert(missing.begin(), "--model (or --graph)");
+  // predict: the model (or a graph) and the GPU; a graph's file name carries the mode, batch and sequence, a --model
+  // (a preset, config.json or model file: only its model is read) needs --mode, --batch and --seq (not where every
+  // --mode is decode: one new token per sequence). Said here, exit 2, as every command's missing flags; before, those
+  // of a given --model were the workload's error (exit 1; scripts/neusight/workload.lua normalize keeps that check)
+  if (sc->get_name() == "predict" && !trace_calibration) {
+    const bool model = given("--model");
+    if (!model && !given("--graph")) missing.insert(missing.begin(), "--model (or --graph)");
     if (!given("--gpu")) missing.push_back("--gpu");
+    if (model) {
+      bool decode_only = given("--mode");
+      for (const std::string& v : sc->get_option("--mode")->results())
+        for (const std::string& m : list_split(v))
+          if (m != "decode") decode_only = false;
+      for (const char* name : {"--mode", "--batch"})
+        if (!given(name)) missing.push_back(name);
+      if (!decode_only && !given("--seq")) missing.push_back("--seq");
+    }
   }
   return missing.empty() ? "" : "missing " + and_list(missing) + why;
 }

@@ -133,6 +133,12 @@ int eval_models_main(const eval_models_flags& f) {
   std::map<std::string, std::optional<gpu_spec>> gpus;  // folder name → spec
   std::map<std::string, opgraph> graphs;                // csv path → parsed graph
   std::set<std::string> warned;
+  std::vector<std::string> told;  // the graphs' and plans' warnings and overhead notes, in order: stderr and JSON alike
+  const auto tell = [&](const std::string& w) {
+    if (!warned.insert(w).second) return;
+    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    told.push_back(w);
+  };
   predictor_warnings said;  // the predictor's of every label's forecast: on stderr and in the JSON, once each
   std::vector<result_row> rows;
 
@@ -200,17 +206,14 @@ int eval_models_main(const eval_models_flags& f) {
     run.mode = tag->mode, run.layers = l.num_layer, run.batch = int64_t(tag->batch), run.seq = int64_t(tag->seq);
     run.overhead = f.overhead;
     run.warnings = og.warnings;
-    run.tell = [&](const std::string& w) {
-      if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    };
+    run.tell = tell;
     run.error_prefix = file.string() + ": ";
     int64_t layers = 0;
     const session::finished finished =
         graph_forecast(s, og, gpu, [&]() -> const predictor& { return *pred; }, std::move(run), &layers);
     const session::finished& done = finished;
     said.take(*pred);
-    for (const auto& w : done.overhead_notes)  // an --overhead on that changed nothing: once per GPU
-      if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    for (const auto& w : done.overhead_notes) tell(w);  // an --overhead on that changed nothing: once per GPU
     const forecast& fc = *done.fc;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
@@ -329,10 +332,33 @@ int eval_models_main(const eval_models_flags& f) {
           row[key] = {{"pairs", c->second.pairs}, {"mean_before", c->second.before}, {"mean_after", c->second.after}};
       js.push_back(std::move(row));
     }
+    // the table's "all" line, every label's APE at once (before, only the table had it): as the GPUs' rows, and the
+    // calibrated pairs of every GPU together
+    std::vector<double> apes;
+    std::vector<const result_row*> every;
+    for (const auto& r : rows) apes.push_back(r.ape), every.push_back(&r);
+    const stats st = stats_of(apes);
+    size_t in = 0, banded = 0;
+    coverage_text(every, &in, &banded);
+    json all = {{"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max},
+                {"band_coverage", banded ? json(double(in) / double(banded)) : json(nullptr)}};
+    for (auto [key, scores] : {std::pair{"calibrated", &cal}, {"calibrated_same_model", &cal_same}}) {
+      size_t n = 0;
+      double before = 0, after = 0;
+      for (const auto& g : order)
+        if (auto c = scores->find(g); c != scores->end() && c->second.pairs)
+          n += c->second.pairs, before += c->second.before * double(c->second.pairs),
+              after += c->second.after * double(c->second.pairs);
+      if (n) all[key] = {{"pairs", n}, {"mean_before", before / double(n)}, {"mean_after", after / double(n)}};
+    }
     j["rows"] = std::move(jr);
     j["summary"] = std::move(js);
+    j["all"] = std::move(all);
     j["skipped"] = skipped;
-    j["warnings"] = said.say(s);
+    // every warning said on stderr (before, the graphs' corrections and the overhead notes were said there only)
+    json warnings = told;
+    for (auto& w : said.say(s)) warnings.push_back(std::move(w));
+    j["warnings"] = std::move(warnings);
     emit(j.dump(2) + "\n", f.output);
     return 0;
   }

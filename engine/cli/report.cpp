@@ -118,7 +118,9 @@ void gpu_list_once(const std::vector<std::string>& given,
 }
 
 emit_kind emit_kind_of(const std::string& output) {
-  if (output.empty() || output == "-") return emit_kind::standard_output;
+  // /dev/stdout is this process's standard output, whatever it is: a pipe (its link names no file to open, "pipe:[…]":
+  // "cannot write") or a file the shell opened (`>> log`: replaced by the report, the log lost), so written as "-"
+  if (output.empty() || output == "-" || output == "/dev/stdout") return emit_kind::standard_output;
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(output, ec);  // through its symbolic links, as emit_target
@@ -149,13 +151,15 @@ void emit(const std::string& text, const std::string& output) {
     return;
   }
   // A symbolic link is written through: its final target is the file replaced (the link stays a link). A target
-  // that exists and is not a regular file (/dev/null, /dev/stdout, a pipe) is written in place, never replaced.
+  // that exists and is not a regular file (/dev/null, a pipe) is written in place, never replaced.
   namespace fs = std::filesystem;
   const fs::path target = emit_target(output);
   if (kind == emit_kind::folder) throw error(output + ": is a directory");
   if (kind == emit_kind::in_place) {
     // O_NONBLOCK: a FIFO without a reader is an error (ENXIO) rather than a wait
-    const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    // opened by its own name, through its links as the kernel follows them: a /proc/self/fd link's target is no path
+    // (/dev/fd/63 of `-o >(gzip > r.gz)` reads "pipe:[…]")
+    const int fd = ::open(output.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
       throw errno == ENXIO ? error(output + ": a FIFO with no reader") : write_error(output);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);

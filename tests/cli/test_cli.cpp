@@ -254,6 +254,28 @@ TEST_CASE("csv output and atomic -o", "[cli]") {
   CHECK(json::parse(ns_test::slurp(out))["gpu"] == "L4");
 }
 
+// -o /dev/stdout in a pipeline or after `>>`: the process's standard output as it is. Piped, it was "cannot write: No
+// such file or directory" (exit 1: the link /proc/self/fd/1 names "pipe:[…]", no file); appended to a log, the report
+// replaced the log. A pipe another link names (/dev/fd/N of `>(…)`) is written in place too.
+TEST_CASE("output to /dev/stdout is standard output as it is: a pipe or a file appended to", "[cli]") {
+  const std::string exe = "'" NEUSIGHT_EXE "' ";
+  const auto piped = ns_test::run_sh(exe + "gpus --format json -o /dev/stdout | cat");
+  INFO(piped.err);
+  CHECK(piped.err.empty());
+  REQUIRE_NOTHROW(json::parse(piped.out));
+  CHECK(json::parse(piped.out).size() > 10);
+  // run_sh sends the group's standard output to a file: the line before stays, the report follows it
+  const auto appended = ns_test::run_sh("{ echo before; " + exe + "gpus --format json -o /dev/stdout; }");
+  CHECK(appended.code == 0);
+  REQUIRE(appended.out.rfind("before\n", 0) == 0);
+  CHECK_NOTHROW(json::parse(appended.out.substr(7)));
+  // a pipe named by a /proc/self/fd link other than standard output's: fd 3 of the command, a pipe into cat
+  const auto fd3 = ns_test::run_sh("{ " + exe + "gpus --format json -o /proc/self/fd/3 3>&1 >/dev/null; } | cat");
+  INFO(fd3.err);
+  CHECK(fd3.err.empty());
+  CHECK_NOTHROW(json::parse(fd3.out));
+}
+
 // tester3 problem 11: a parallel run's CSV had the op rows alone (one microbatch through all stages: 887 of a 2327 ms
 // iteration) and no latency, memory or fits. Now the ms column sums to latency_ms (the iteration rows: the op rows
 // taken back out, the critical device's parts) and the summary rows carry the JSON's fields by dotted path.
@@ -722,8 +744,8 @@ TEST_CASE("an unknown preset lists the presets its name begins", "[cli]") {
 
 TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
   const auto r = run_cli("predict --model gpt2_large --gpu h100");
-  CHECK(r.code == 1);
-  CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: command line: missing --mode, --batch and --seq; `neusight predict --help` lists the flags\n");
 }
 
 // train --family F: every row of another family is counted under "family X not requested", one line per family in

@@ -163,7 +163,7 @@ TEST_CASE("deepseek: the DeepSeek-V3 config.json and the preset are one model", 
   CHECK(file["latency_ms"].get<double>() == Approx(preset["latency_ms"].get<double>()).epsilon(1e-12));
   // A misspelt key is an error with a did-you-mean, as for the other families.
   const auto bad = t.write("bad/config.json", R"({"model_type": "deepseek_v3", "n_routed_expert": 64})");
-  const auto r = run_cli("predict --model '" + bad.string() + "' --gpu h100 --batch 1 --seq 128");
+  const auto r = run_cli("predict --model '" + bad.string() + "' --gpu h100 --batch 1 --seq 128 --mode inference");
   CHECK(r.code != 0);
   CHECK(r.err.find("unknown key 'n_routed_expert' for model_type \"deepseek_v3\" (did you mean 'n_routed_experts'?)") !=
         std::string::npos);

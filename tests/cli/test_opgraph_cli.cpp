@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <tuple>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/gpu_spec.h"
@@ -183,9 +184,9 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   r = run_cli("predict --graph " + graph + " --gpu l4 --batch 2");
   CHECK(r.code != 0);
   CHECK(r.err.find("--batch excludes --graph") != std::string::npos);
-  r = run_cli("predict --graph " + graph);
-  CHECK(r.code == 1);
-  CHECK(r.err == "neusight: predict --graph needs --gpu (a file path, file stem or alias)\n");
+  r = run_cli("predict --graph " + graph);  // a missing flag: a usage error, exit 2 (it was 1)
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: command line: missing --gpu; `neusight predict --help` lists the flags\n");
   r = run_cli("predict --model gpt2_large --gpu l4 --layers 3");
   CHECK(r.code != 0);
   CHECK(r.err.find("--layers requires --graph") != std::string::npos);
@@ -284,6 +285,31 @@ TEST_CASE("eval models: the predictor's warnings are said on stderr and in the J
   CHECK(parse_json(unused)["warnings"].size() == 1);
 }
 
+TEST_CASE("eval models: every warning said on stderr is in the JSON too", "[cli][eval][opgraph]") {
+  // the graphs' corrections (a distributed graph's collectives replaced by our own) and --overhead on's "no effect"
+  // were said on stderr only: a script reading --format json saw "warnings": []
+  const auto every_said = [](const std::string& args, const std::string& expect) {
+    const auto r = run_cli("eval models " + args + " --predictor roofline --format json");
+    INFO(args << "\nstderr: " << r.err);
+    REQUIRE(r.code == 0);
+    const json j = parse_json(r);
+    std::vector<std::string> in_json;
+    for (const auto& w : j["warnings"]) in_json.push_back(w);
+    size_t said = 0;
+    for (size_t at = r.err.find("neusight: warning: "); at != std::string::npos;
+         at = r.err.find("neusight: warning: ", at + 1), ++said) {
+      const size_t from = at + std::string("neusight: warning: ").size();
+      const std::string w = r.err.substr(from, r.err.find('\n', from) - from);
+      CHECK(std::count(in_json.begin(), in_json.end(), w) == 1);
+    }
+    CHECK(said == in_json.size());
+    CHECK(std::any_of(in_json.begin(), in_json.end(),
+                      [&](const std::string& w) { return w.find(expect) != std::string::npos; }));
+  };
+  every_said("tests/fixtures/distributed/label", "ALLREDUCE_ASYNC kernel(s) of the reference graph replaced");
+  every_said("tests/fixtures/neusight/label --overhead on", "--overhead on has no effect");
+}
+
 TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
   const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json");
   const json j = parse_json(r);
@@ -311,6 +337,20 @@ TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted 
     CHECK(s["median"] == s["mean"]);
     CHECK(s["max"] == s["mean"]);
   }
+  // the table's "all" line, every label at once, is in the JSON too (it was the table's alone): the three APEs' mean,
+  // median and max, and the same digits as the table prints
+  REQUIRE(j.contains("all"));
+  const json& all = j["all"];
+  std::vector<double> apes;
+  for (const auto& row : j["rows"]) apes.push_back(row["ape"]);
+  std::sort(apes.begin(), apes.end());
+  CHECK(all["n"] == 3);
+  CHECK_THAT(double(all["mean"]), Catch::Matchers::WithinRel((apes[0] + apes[1] + apes[2]) / 3, 1e-12));
+  CHECK(all["median"] == apes[1]);
+  CHECK(all["max"] == apes[2]);
+  const auto all_table = run_cli("eval models tests/fixtures/neusight/label --predictor roofline");
+  CHECK(all_table.out.find(fmt::format("\n{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f} ", "all", 3, double(all["mean"]),
+                                   double(all["median"]), double(all["max"]))) != std::string::npos);
   // the true reason: the fused model (predict --fusion) fuses the model builder's graph, not a reference graph
   const std::string fusion = "fusion label (torch.compile): eval models forecasts the reference graph unfused (spec "
                              "§1.6's fusion of an imported graph is not implemented), and the label does not say "
