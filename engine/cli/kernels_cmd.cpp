@@ -178,7 +178,9 @@ int train_main(const train_flags& f) {
   // A live bar on a terminal; in logs (CI) one line per 10 % of the epochs.
   const bool tty = isatty(fileno(stderr));
   const auto started = std::chrono::steady_clock::now();
-  train_result r = tile_model_train(*fam, samples, f.opts, [&](const train_progress& p) {
+  train_options opts = f.opts;
+  opts.vendor = vendor;
+  train_result r = tile_model_train(*fam, samples, opts, [&](const train_progress& p) {
     if (f.quiet) return;
     if (!tty) {
       if (p.epoch % std::max(1, p.max_epochs / 10) == 0)

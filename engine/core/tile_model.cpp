@@ -83,6 +83,10 @@ bool flops_at_roofline(std::string_view vendor, family f) { return nvidia_fp32_g
 
 bool footprint_clips_with_waves(std::string_view vendor, family f) { return nvidia_fp32_gemm(vendor, f); }
 
+bool util_floor_from_data(std::string_view vendor, family f) {
+  return family_transfer_features(f) || (vendor == "nvidia" && f == family::linear);
+}
+
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
   static const std::array<const char*, tile_feature_count> at_peak = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
@@ -458,10 +462,10 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     if (since_best >= opts.patience) break;
   }
   r.model = std::move(best);
-  // The utilisation floor of forecasts: half the lowest utilisation any training row reached. Only the
-  // transfer-feature families get it (the fp32 families keep the historical 1e-4, so retraining them
-  // reproduces their shipped weights and accuracy tables).
-  if (family_transfer_features(fam)) {
+  // The utilisation floor of forecasts: half the lowest utilisation any training row reached. The transfer-feature
+  // families and NVIDIA linear get it (util_floor_from_data); the other fp32 families keep the historical 1e-4, so
+  // retraining them reproduces their shipped manifests and accuracy tables.
+  if (util_floor_from_data(opts.vendor, fam)) {
     // Rows under twice the overhead ceiling are launch-bound (their base / measured says nothing of utilisation).
     double lowest = 1.0;
     bool any = false;

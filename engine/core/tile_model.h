@@ -96,6 +96,9 @@ bool flops_at_roofline(std::string_view vendor, family f);
 // a constant, so a kernel past the top of log2(waves) stays on the training manifold instead of walking the footprint
 // input alone to its top (the MLP's steep fall there priced llama3_8b's fp32 lm_head on a B200 ~46x its roofline).
 bool footprint_clips_with_waves(std::string_view vendor, family f);
+// tile_model_train sets util_floor from the data (half the lowest utilisation a training row reached): the
+// tensor-core and attention families, and NVIDIA linear (weights/UTIL_FLOOR_RULE.md); the others keep 1e-4.
+bool util_floor_from_data(std::string_view vendor, family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
 // How a partial wave — the last (or only) wave, of b < SMs blocks — shares the memory system in `base` (the
@@ -259,6 +262,7 @@ struct train_options {
   double val_fraction = 0.2;
   int patience = 30;  // epochs without validation improvement before stopping (lr halves at patience/3)
   int threads = 2;
+  std::string vendor;  // the training rows' vendor (neusight train sets it): util_floor_from_data reads it
 };
 
 struct train_progress {

@@ -351,6 +351,33 @@ TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, 
 // Partial waves (weights/PARTIAL_WAVE_RULE.md): under sm_share the b < SMs blocks of the last (or only) wave share the
 // bandwidth among themselves, each at most tile_sm_bandwidth_share × its fair share, and compute stays per SM. Full
 // waves are priced as under fair_share, today's formula, which weights without the manifest key keep.
+// util_floor: half the lowest utilisation (base / measured) a training row beyond the launch overhead's reach reached,
+// for the transfer families and NVIDIA linear (weights/UTIL_FLOOR_RULE.md); the other fp32 families and AMD keep 1e-4.
+TEST_CASE("util_floor is taken from the training rows for NVIDIA linear and not for AMD linear or NVIDIA bmm",
+          "[neusight][train]") {
+  std::vector<train_sample> samples;
+  for (int i = 0; i < 40; ++i) {
+    train_sample t;
+    t.f.x = {float(i % 7), float(i % 5), float(i % 3), float(i % 11), 1.0f};
+    t.f.waves = 1;
+    t.f.base_seconds = 1e-4, t.seconds = 1e-3;  // utilisation 0.1 on every row the floor reads
+    if (i % 4 == 0) t.f.base_seconds = 1e-9, t.seconds = 2e-5;  // launch-bound (< 2 x the overhead ceiling): not read
+    samples.push_back(t);
+  }
+  train_options o;
+  o.hidden = {4};
+  o.max_epochs = 1;
+  const auto floor_of = [&](family f, const char* vendor) {
+    o.vendor = vendor;
+    return tile_model_train(f, samples, o, nullptr).model.util_floor;
+  };
+  CHECK(util_floor_from_data("nvidia", family::linear));
+  CHECK(floor_of(family::linear, "nvidia") == 0.5 * (1e-4 / 1e-3));
+  CHECK(floor_of(family::linear, "amd") == 1e-4);
+  CHECK(floor_of(family::bmm, "nvidia") == 1e-4);
+  CHECK(floor_of(family::gemm_tc16, "nvidia") == 0.5 * (1e-4 / 1e-3));
+}
+
 TEST_CASE("partial-wave base: sm_share shares the bandwidth among the wave's blocks and keeps compute per SM", "[neusight]") {
   const double sms = 132, g = 0.5, c = tile_sm_bandwidth_share;
   const auto base = [&](double blocks, double peak, double ai_bw, wave_share s) {
