@@ -689,7 +689,7 @@ std::string missing_required(CLI::App* sc, bool trace_calibration) {
   }
   // predict: the model (or a graph) and the GPU; a graph's file name carries the mode, batch and sequence, a --model
   // (a preset, config.json or model file: only its model is read) needs --mode, --batch and --seq (not where every
-  // --mode is decode: one new token per sequence). Said here, exit 2, as every command's missing flags; before, those
+  // --mode is decode: one new token per sequence; --context where it is). Said here, exit 2, as every command's missing flags; before, those
   // of a given --model were the workload's error (exit 1; scripts/neusight/workload.lua normalize keeps that check)
   if (sc->get_name() == "predict" && !trace_calibration) {
     const bool model = given("--model");
@@ -703,6 +703,9 @@ std::string missing_required(CLI::App* sc, bool trace_calibration) {
       for (const char* name : {"--mode", "--batch"})
         if (!given(name)) missing.push_back(name);
       if (!decode_only && !given("--seq")) missing.push_back("--seq");
+      // and every decode row its cache's length: --context (a mixed --mode list's decode row takes --seq's prompt as
+      // its cache without one: run_compare). It was the workload's error, exit 1, where a missing --seq was exit 2
+      if (decode_only && !given("--context")) missing.push_back("--context");
     }
   }
   return missing.empty() ? "" : "missing " + and_list(missing) + why;

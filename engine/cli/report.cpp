@@ -17,6 +17,7 @@
 #include <functional>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include "core/calibration.h"
 #include "core/forecast.h"
@@ -57,6 +58,32 @@ std::filesystem::path emit_target(const std::string& output) {
     target = link.is_absolute() ? link : target.parent_path() / link;
   }
   return target;
+}
+
+// The descriptor of this process `output` names, itself or through symbolic links to one: /dev/stdout (1),
+// /dev/stderr (2), /dev/fd/N, /proc/self/fd/N (also thread-self's and this pid's). Such a path is written as the
+// descriptor stands (a pipe, or a file the shell opened: `>> log` appends), never reopened by its link's target (the
+// log replaced, or overwritten from its start) nor replaced. nullopt for any other path.
+std::optional<int> emit_descriptor(const std::string& output) {
+  namespace fs = std::filesystem;
+  const std::string prefixes[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/",
+                                  "/proc/" + std::to_string(::getpid()) + "/fd/"};
+  fs::path p = fs::path(output).lexically_normal();
+  std::error_code ec;
+  for (int hops = 0; hops <= 40; ++hops) {
+    const std::string s = p.string();
+    if (s == "/dev/stdout") return 1;
+    if (s == "/dev/stderr") return 2;
+    for (const std::string& pre : prefixes)
+      if (s.size() > pre.size() && s.size() <= pre.size() + 9 && s.compare(0, pre.size(), pre) == 0 &&
+          s.find_first_not_of("0123456789", pre.size()) == std::string::npos)
+        return std::stoi(s.substr(pre.size()));
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return std::nullopt;
+    const fs::path link = fs::read_symlink(p, ec);
+    if (ec) return std::nullopt;
+    p = (link.is_absolute() ? link : p.parent_path() / link).lexically_normal();
+  }
+  return std::nullopt;
 }
 
 // "OUTPUT: cannot write: <the OS's reason>" (errno of the call that failed), and the file's folder when that is where
@@ -119,8 +146,11 @@ void gpu_list_once(const std::vector<std::string>& given,
 
 emit_kind emit_kind_of(const std::string& output) {
   // /dev/stdout is this process's standard output, whatever it is: a pipe (its link names no file to open, "pipe:[…]":
-  // "cannot write") or a file the shell opened (`>> log`: replaced by the report, the log lost), so written as "-"
-  if (output.empty() || output == "-" || output == "/dev/stdout") return emit_kind::standard_output;
+  // "cannot write") or a file the shell opened (`>> log`: replaced by the report, the log lost), so written as "-";
+  // and so are /dev/fd/1 and /proc/self/fd/1. Another descriptor's path (/dev/stderr, /dev/fd/3) is written in place,
+  // to the descriptor itself (emit_descriptor)
+  if (output.empty() || output == "-") return emit_kind::standard_output;
+  if (const auto fd = emit_descriptor(output)) return *fd == 1 ? emit_kind::standard_output : emit_kind::in_place;
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(output, ec);  // through its symbolic links, as emit_target
@@ -156,25 +186,30 @@ void emit(const std::string& text, const std::string& output) {
   const fs::path target = emit_target(output);
   if (kind == emit_kind::folder) throw error(output + ": is a directory");
   if (kind == emit_kind::in_place) {
+    // a descriptor of this process (/dev/stderr, /dev/fd/3: emit_descriptor) written as it stands, at its offset and
+    // in its append mode (a /proc/self/fd link's target is no path to reopen: /dev/fd/63 of `-o >(gzip > r.gz)` reads
+    // "pipe:[…]"); any other path opened by its own name, through its links as the kernel follows them.
     // O_NONBLOCK: a FIFO without a reader is an error (ENXIO) rather than a wait
-    // opened by its own name, through its links as the kernel follows them: a /proc/self/fd link's target is no path
-    // (/dev/fd/63 of `-o >(gzip > r.gz)` reads "pipe:[…]")
-    const int fd = ::open(output.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
+    const std::optional<int> own = emit_descriptor(output);
+    const int fd = own ? *own : ::open(output.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || (own && ::fcntl(fd, F_GETFD) < 0))
       throw errno == ENXIO ? error(output + ": a FIFO with no reader") : write_error(output);
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (!own) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    const auto done_with = [&] {
+      if (!own) ::close(fd);
+    };
     size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         const error e = write_error(output);
-        ::close(fd);
+        done_with();
         throw e;
       }
       done += size_t(n);
     }
-    ::close(fd);
+    done_with();
     return;
   }
   const std::string tmp = target.string() + ".tmp";

@@ -26,9 +26,10 @@ double median_of(std::vector<double> v);
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);
 
-// How emit writes `output`: to standard output ("" or "-"); in place, a file that exists and is neither a regular file
-// nor a folder (a device, FIFO or socket: /dev/null), never replaced; a folder is emit's error; any other is a regular
-// file, new or replaced (through its symbolic links). The one rule emit, emit_check and --report's check follow.
+// How emit writes `output`: to standard output ("" or "-", and a path of descriptor 1: /dev/stdout, /dev/fd/1); in
+// place, another descriptor's path (/dev/stderr, /dev/fd/3: written to the descriptor as it stands) or a file that
+// exists and is neither a regular file nor a folder (a device, FIFO or socket: /dev/null), never replaced; a folder is
+// emit's error; any other is a regular file, new or replaced (through its symbolic links). The one rule emit, emit_check and --report's check follow.
 enum class emit_kind { standard_output, in_place, folder, file };
 emit_kind emit_kind_of(const std::string& output);
 

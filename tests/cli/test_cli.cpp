@@ -276,6 +276,30 @@ TEST_CASE("output to /dev/stdout is standard output as it is: a pipe or a file a
   CHECK_NOTHROW(json::parse(fd3.out));
 }
 
+// -o /dev/stdout was taken as standard output by its spelling alone: -o /dev/fd/1 and /proc/self/fd/1 after `>>`
+// replaced the log with the report (the link's target is the log file, replaced atomically), and -o /dev/stderr after
+// `2>>` replaced that log. A path of one of this process's descriptors is written to the descriptor as it stands.
+TEST_CASE("output to a path of an open descriptor appends where the shell appends", "[cli]") {
+  const std::string exe = "'" NEUSIGHT_EXE "' ";
+  for (const std::string out : {"/dev/fd/1", "/proc/self/fd/1"}) {
+    const auto r = ns_test::run_sh("{ echo before; " + exe + "gpus --format json -o " + out + "; }");
+    INFO(out << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.code == 0);
+    REQUIRE(r.out.rfind("before\n", 0) == 0);
+    CHECK_NOTHROW(json::parse(r.out.substr(7)));
+  }
+  // run_sh sends standard error to a file too: the line before stays, the report follows it
+  const auto e = ns_test::run_sh("{ echo before >&2; " + exe + "gpus --format json -o /dev/stderr; }");
+  CHECK(e.code == 0);
+  CHECK(e.out.empty());
+  REQUIRE(e.err.rfind("before\n", 0) == 0);
+  CHECK_NOTHROW(json::parse(e.err.substr(7)));
+  // a descriptor that is not open is the OS's error, nothing written
+  const auto closed = ns_test::run_sh(exe + "gpus --format json -o /dev/fd/9");
+  CHECK(closed.code == 1);
+  CHECK(closed.err == "neusight: /dev/fd/9: cannot write: Bad file descriptor\n");
+}
+
 // tester3 problem 11: a parallel run's CSV had the op rows alone (one microbatch through all stages: 887 of a 2327 ms
 // iteration) and no latency, memory or fits. Now the ms column sums to latency_ms (the iteration rows: the op rows
 // taken back out, the critical device's parts) and the summary rows carry the JSON's fields by dotted path.

@@ -57,6 +57,9 @@ TEST_CASE("missing required flags are reported all at once on every command", "[
   // row whose error is a missing flag
   usage_says("predict --model gpt2_large --gpu h100 --mode decode,prefill --batch 1 --context 8",
              "command line: missing --seq; `neusight predict --help` lists the flags");
+  // and a decode row's --context (it was the workload's error, exit 1)
+  usage_says("predict --model gpt2_large --gpu h100 --mode decode --batch 1",
+             "command line: missing --context; `neusight predict --help` lists the flags");
   const auto decode = run_cli("predict --model gpt2_large --gpu h100 --mode decode --batch 1 --context 8 "
                               "--predictor roofline --format json");
   CHECK(decode.code == 0);
