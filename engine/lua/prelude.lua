@@ -69,6 +69,14 @@ local function pcall_result(ok, ...)
   return ok, ...
 end
 
+-- What ns.<name> returns of raw_pcall(C.<name>, …): its value, or its error as "ns.<name>: <message>" at the line of
+-- ns.<name>'s caller (level 3; not a tail call, so that frame is there); a script limit's error goes on up as it is.
+local function engine_result(name, ok, r)
+  if ok then return r end
+  if limit_tripped() then error(r, 0) end
+  error("ns." .. name .. ": " .. tostring(r), 3)
+end
+
 -- ns.predict(kernels, gpu, predictor) -> { seconds, … }: a built-in predictor ("neusight", "roofline",
 -- "roofline-reference") over a list of kernels — the tables a Lua predictor receives, or ones built as an op rule
 -- returns them (those get the library's tile) — on a GPU (the table rules and predictors receive, a copy with changed
@@ -87,11 +95,24 @@ function ns.predict(kernels, gpu, predictor)
   if type(predictor) ~= "string" then
     error("bad argument #3 to 'predict' (predictor name expected, got " .. type(predictor) .. ")", 2)
   end
-  local ok, r = raw_pcall(C.predict, kernels, gpu, predictor)
-  if not ok then
-    if limit_tripped() then error(r, 0) end
-    error("ns.predict: " .. tostring(r), 2)
+  local r = engine_result("predict", raw_pcall(C.predict, kernels, gpu, predictor))
+  return r
+end
+
+-- ns.trained_gpus(predictor, vendor) -> { family = { GPU table, … } }: the GPUs the built-in predictor's weights for
+-- GPUs of `vendor` were trained on, by family (their manifests' training.gpus, weights/<vendor>/<family>/model.toml
+-- under the session's weights root: --weights DIR's), each the GPU's read-only table, or its name where no GPU file
+-- answers it; {} for a predictor without weights ("roofline") or a vendor without them. The same lists a forecast's
+-- band and range warnings read (r.trained_gpus, scripts/neusight/uncertainty.lua), a fresh table each call: what a Lua
+-- predictor decides "beyond the training range" by (scripts/neusight/predictors/neusight_vector_form.lua).
+function ns.trained_gpus(predictor, vendor)
+  if type(predictor) ~= "string" then
+    error("bad argument #1 to 'trained_gpus' (predictor name expected, got " .. type(predictor) .. ")", 2)
   end
+  if type(vendor) ~= "string" then
+    error("bad argument #2 to 'trained_gpus' (vendor expected, got " .. type(vendor) .. ")", 2)
+  end
+  local r = engine_result("trained_gpus", raw_pcall(C.trained_gpus, predictor, vendor))
   return r
 end
 

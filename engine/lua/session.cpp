@@ -363,7 +363,7 @@ const luaL_Reg engine_functions[] = {
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
     {"gpu_find", l_gpu_find},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
-    {"infeasible_take", l_infeasible_take}, {"families", l_families},
+    {"infeasible_take", l_infeasible_take}, {"families", l_families}, {"trained_gpus", l_trained_gpus},
     {nullptr, nullptr},
 };
 
@@ -1067,6 +1067,25 @@ int l_figures_callback(lua_State* L) {
 }
 }  // namespace
 
+void session::impl::trained_gpus_push(const std::map<std::string, std::vector<std::string>>& trained) {
+  lua_State* L = this->L();
+  lua_createtable(L, 0, int(trained.size()));  // stack: trained
+  for (const auto& [family, names] : trained) {
+    lua_createtable(L, int(names.size()), 0);  // stack: trained list
+    for (size_t i = 0; i < names.size(); ++i) {
+      const gpu_spec* spec = nullptr;
+      try {
+        spec = &gpu_resolve(names[i]);
+      } catch (const error&) {  // a training GPU without a GPU file: uncertainty.lua names it
+      }
+      if (spec) push_gpu(*spec);
+      else lua_pushstring(L, names[i].c_str());
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    lua_setfield(L, -2, family.c_str());  // stack: trained
+  }
+}
+
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                               const uncertainty_source& band, const std::string& workload,
                               const figures_callback* callback) {
@@ -1110,21 +1129,7 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     }
     auto it = p_->trained_refs.find(key);
     if (it == p_->trained_refs.end()) {  // made once per session and list
-      lua_createtable(L, 0, int(band.trained_gpus.size()));  // stack: fn r trained
-      for (const auto& [family, names] : band.trained_gpus) {
-        lua_createtable(L, int(names.size()), 0);  // stack: fn r trained list
-        for (size_t i = 0; i < names.size(); ++i) {
-          const gpu_spec* spec = nullptr;
-          try {
-            spec = &p_->gpu_resolve(names[i]);
-          } catch (const error&) {  // a training GPU without a GPU file: uncertainty.lua names it
-          }
-          if (spec) p_->push_gpu(*spec);
-          else lua_pushstring(L, names[i].c_str());
-          lua_rawseti(L, -2, lua_Integer(i + 1));
-        }
-        lua_setfield(L, -2, family.c_str());  // stack: fn r trained
-      }
+      p_->trained_gpus_push(band.trained_gpus);  // stack: fn r trained
       it = p_->trained_refs.emplace(key, luaL_ref(L, LUA_REGISTRYINDEX)).first;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);

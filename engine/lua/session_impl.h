@@ -114,6 +114,10 @@ struct session::impl {
   // once per forecast and such set, not once per ns.predict call
   std::map<std::string, std::vector<std::string>> predict_band_warnings;
   predictor& builtin_predictor(const std::string& name);
+  // [-0, +1, e] pushes a new table { family = { each training GPU's view (push_gpu), or the name no GPU file answers
+  // as the string, … } } of `trained` (uncertainty_source::trained_gpus): r.trained_gpus (figures_call, made once per
+  // session and list) and ns.trained_gpus (l_trained_gpus, a fresh one each call).
+  void trained_gpus_push(const std::map<std::string, std::vector<std::string>>& trained);
   // ns::predictor_make(name, root) with the session's efficiency table (scripts/neusight/efficiency.lua: what a
   // built-in predictor divides the roofline by for a family it has no model of).
   std::unique_ptr<predictor> builtin_make(const std::string& name, const std::filesystem::path& root);
@@ -321,6 +325,9 @@ inline bool run_state_has(lua_State* L, const run_state& st, const char* key) {
 
 // predict(kernels, gpu, name) -> { seconds, … }: the engine half of ns.predict (session_predict.cpp). [-3, +1, e]
 int l_predict(lua_State* L);
+// trained_gpus(name, vendor) -> { family = { GPU view or name, … } }: the engine half of ns.trained_gpus
+// (session_predict.cpp). [-2, +1, e]
+int l_trained_gpus(lua_State* L);
 
 // Reads the table at `res` that a figures rule returned ({ fields = { { key, value, column, cell, top }, … }, lines,
 // warnings }: scripts/neusight/figures.lua compute's shape); `what` names the rule in errors. [-0, +0, -]

@@ -351,6 +351,16 @@ int l_predict(lua_State* L) {
   });
 }
 
+int l_trained_gpus(lua_State* L) {
+  return ns_catch(L, [&] {
+    auto& p = *static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1)));
+    // stack: name vendor (types checked by prelude.lua ns.trained_gpus)
+    const predictor& pred = p.builtin_predictor(lua_tostring(L, 1));
+    p.trained_gpus_push(pred.uncertainty(lua_tostring(L, 2)).trained_gpus);
+    return 1;
+  });
+}
+
 // A predictor whose warnings() end with the session's weights_unused_note (a --weights root no predictor read).
 class weights_noted_predictor final : public predictor {
  public:

@@ -54,6 +54,13 @@ function M.graph_name(vendor)
   return vendor == "amd" and "HIP-graph (hipGraph) replay" or "CUDA-graph replay"
 end
 
+--- The GPU runtime PyTorch runs on a GPU of `vendor`, as the memory line names its context: CUDA on NVIDIA, HIP on AMD
+--- (ROCm's runtime; its PyTorch keeps the torch.cuda names). Beside graph_name: the one place a vendor's runtime is
+--- spelt (neusight.report runtime_name reads it, vendor-neutral for an older --scripts launch.lua without it).
+function M.runtime_name(vendor)
+  return vendor == "amd" and "HIP" or "CUDA"
+end
+
 --- The parameters for one GPU.
 function M.params(gpu)
   return M.PARAMS[gpu.name] or M.PARAMS.default

@@ -444,7 +444,7 @@ function M.line(obj, total, ctx)
     obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
   return fmt("memory           %12.2f GB   per GPU = %s; %s; %s%s (saved tensors, no %s context)",
     gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb, ctx.gpu_reported_gib), batch_of(obj),
-    ctx.gpu_vendor == "amd" and "HIP" or "CUDA")  -- ROCm's runtime on an AMD GPU
+    require("neusight.report").runtime_name(ctx.gpu_vendor))  -- neusight.launch runtime_name: HIP on an AMD GPU
 end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,

@@ -380,6 +380,13 @@ local function first_change(was, now, path, seen)
 end
 
 
+-- What neusight.launch's function `fn` says of `vendor`, or `neutral` where the module has no such function (a --scripts
+-- launch.lua written before it): the one fallback for launch.lua's vendor words. `launch` the module (default: required).
+local function launch_word(fn, neutral, vendor, launch)
+  launch = launch or require "neusight.launch"
+  return type(launch[fn]) == "function" and launch[fn](vendor) or neutral
+end
+
 --- What a graph replay is on a GPU of `vendor`, in the table's launch note: neusight.launch graph_name's words ("a
 --- HIP-graph (hipGraph) replay" on AMD); a --scripts launch.lua written before graph_name has none: vendor-neutral.
 --- The one wording: the engine's --overhead message reads it here (engine/lua/session_hooks.cpp). `launch` the module
@@ -387,8 +394,16 @@ end
 ---@param vendor string?
 ---@param launch table?
 function M.graph_replay(vendor, launch)
-  launch = launch or require "neusight.launch"
-  return type(launch.graph_name) == "function" and launch.graph_name(vendor) or "graph replay"
+  return launch_word("graph_name", "graph replay", vendor, launch)
+end
+
+--- The GPU runtime of `vendor` ("CUDA", "HIP" on AMD), whose context the memory line leaves out
+--- (neusight.memory line): neusight.launch runtime_name's word; a --scripts launch.lua written before runtime_name has
+--- none: vendor-neutral ("GPU runtime"). `launch` the module (default: required).
+---@param vendor string?
+---@param launch table?
+function M.runtime_name(vendor, launch)
+  return launch_word("runtime_name", "GPU runtime", vendor, launch)
 end
 
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel

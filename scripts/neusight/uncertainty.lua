@@ -354,11 +354,12 @@ end
 -- forecast of a session) and peak field. Returns { num_sm, mem_bw_gbps, peak_tflops (spans [low, high]), peak_field,
 -- architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why none can be made and the
 -- training GPU without a GPU file (if that is why).
+-- `trained`: r.trained_gpus (or ns.trained_gpus's), `vendor` the GPU's (for the message).
 local range_memo = setmetatable({}, { __mode = "k" })
-local function training_range(r, name, peak_field)
-  local list = (r.trained_gpus or {})[name]
+local function training_range(trained, vendor, name, peak_field)
+  local list = (trained or {})[name]
   if type(list) ~= "table" or #list == 0 then
-    return nil, fmt("no record of the GPUs the %s %s weights were trained on", tostring(r.gpu.vendor), name)
+    return nil, fmt("no record of the GPUs the %s %s weights were trained on", tostring(vendor), name)
   end
   local by_peak = range_memo[list]
   if not by_peak then
@@ -392,8 +393,34 @@ local function training_range(r, name, peak_field)
   return range
 end
 
+--- What the GPU table `gpu` has beyond the per-SM memory bandwidth or memory of the GPUs family `name`'s weights were
+--- trained on (training_range's bw_per_sm, mem_per_sm; `trained`: { family = { GPU tables } }, a forecast's
+--- r.trained_gpus or ns.trained_gpus(predictor, vendor)): the one rule of "beyond the per-SM range", for the range
+--- warning (M.range_warnings) and for `--predictor neusight_vector_form` (scripts/neusight/predictors/
+--- neusight_vector_form.lua), so a --weights DIR trained on other GPUs moves both alike. Returns a list of what is beyond
+--- ("25.4 GB/s of memory bandwidth per SM (the most of their training GPUs: 14.4, A100-PCIE-40GB)"; empty: within),
+--- or nil, why there is no range and the training GPU without a GPU file when that is why.
+---@param gpu table
+---@param trained table?
+---@param name string
+function M.per_sm_beyond(gpu, trained, name)
+  local range, why, missing = training_range(trained, gpu.vendor, name)
+  if not range then return nil, why, missing end
+  local what = {}
+  local bw, mem = gpu.mem_bw_gbps / gpu.num_sm, gpu.mem_gb / gpu.num_sm
+  if bw > range.bw_per_sm[1] then
+    what[#what + 1] = fmt("%.3g GB/s of memory bandwidth per SM (the most of their training GPUs: %.3g, %s)", bw,
+      range.bw_per_sm[1], range.bw_per_sm[2])
+  end
+  if mem > range.mem_per_sm[1] then
+    what[#what + 1] = fmt("%.3g GB of memory per SM (the most of their training GPUs: %.3g, %s)", mem,
+      range.mem_per_sm[1], range.mem_per_sm[2])
+  end
+  return what
+end
+
 --- What a forecast says when its GPU is beyond the per-SM memory bandwidth or memory of a family's training GPUs
---- (training_range's bw_per_sm, mem_per_sm), for the families present (r.family_s) whose MLPs read both per SM
+--- (M.per_sm_beyond), for the families present (r.family_s) whose MLPs read both per SM
 --- (ns.families' per_sm: the fp32 families; the tensor-core ones do not): their forecasts there may not be monotone in
 --- bandwidth or memory (tests/core/test_forecast_physics.cpp; the GPU envelopes tried were not adopted,
 --- weights/MONOTONE_GPU_RULE.md). One line per what is beyond, the families of it together in the engine's family
@@ -406,22 +433,12 @@ function M.range_warnings(r)
   local by_what, order = {}, {}
   for _, f in ipairs(require("neusight").families()) do
     if f.per_sm and present[f.name] ~= nil and type(r.trained_gpus[f.name]) == "table" then
-      local range, _, missing = training_range(r, f.name)
+      local what, _, missing = M.per_sm_beyond(gpu, r.trained_gpus, f.name)
       if missing then
         out[#out + 1] = fmt("the %s weights name a training GPU '%s' with no GPU file: their training range of per-SM "
           .. "bandwidth and memory is unknown (no warning of a GPU beyond it)", f.name, missing)
-      elseif range then
-        local what = {}
-        local bw, mem = gpu.mem_bw_gbps / gpu.num_sm, gpu.mem_gb / gpu.num_sm
-        if bw > range.bw_per_sm[1] then
-          what[#what + 1] = fmt("%.3g GB/s of memory bandwidth per SM (the most of their training GPUs: %.3g, %s)", bw,
-            range.bw_per_sm[1], range.bw_per_sm[2])
-        end
-        if mem > range.mem_per_sm[1] then
-          what[#what + 1] = fmt("%.3g GB of memory per SM (the most of their training GPUs: %.3g, %s)", mem,
-            range.mem_per_sm[1], range.mem_per_sm[2])
-        end
-        if #what > 0 then group_add(by_what, order, table.concat(what, " and "), f.name) end
+      elseif what and #what > 0 then
+        group_add(by_what, order, table.concat(what, " and "), f.name)
       end
     end
   end
@@ -555,7 +572,7 @@ function M.parts(r)
     else
       -- the range of the family's training GPUs (training_range: the weights' manifests), compared on the fields the
       -- table's range (checked once per table above) names the peak of
-      local range, no_range = training_range(r, name, (e.range or {}).peak_field)
+      local range, no_range = training_range(r.trained_gpus, r.gpu.vendor, name, (e.range or {}).peak_field)
       local why = range and outside(gpu, range) or {}
       if no_range then unchecked[#unchecked + 1] = fmt("%s (%s)", name, no_range) end
       -- beyond the distance of the table's farthest fold: the family's draws widened (M.widen)

@@ -13,6 +13,7 @@
 #include "core/gpu_spec.h"
 #include "cli_json.h"
 #include "test_util.h"
+#include "weights_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
@@ -32,21 +33,8 @@ const std::string v100 = "predict --model gpt2_large --gpu v100 --mode inference
 // `folds`: the table's folds (a TOML list of GPU names, each with the same quantiles).
 fs::path constant_table_root(const temp_dir& t, double r, int format_version = 2, const std::string& gpus = "",
                              const std::string& folds = "[\"X\"]") {
-  const fs::path root = t.path / "weights";
-  fs::create_directories(root / "nvidia");
-  for (const auto& e : fs::directory_iterator(ns_test::source_dir / "weights" / "nvidia")) {
-    if (!e.is_directory()) continue;
-    const fs::path to = root / "nvidia" / e.path().filename();
-    if (gpus.empty()) {
-      fs::create_directory_symlink(e.path(), to);
-      continue;
-    }
-    fs::copy(e.path(), to);
-    std::istringstream in(ns_test::slurp(to / "model.toml"));
-    std::string manifest, l;
-    while (std::getline(in, l)) manifest += (l.rfind("gpus = ", 0) == 0 ? "gpus = " + gpus : l) + "\n";
-    t.write(fs::relative(to / "model.toml", t.path).string(), manifest);
-  }
+  const fs::path root =
+      ns_test::weights_with_training_gpus(t, gpus, [&](const std::string&) { return !gpus.empty(); });
   std::string toml = "format_version = " + std::to_string(format_version) + "\nvendor = \"nvidia\"\nlevels = [0.1, 0.5, 0.9]\n";
   for (const char* fam : {"bmm", "linear", "elementwise", "softmax", "layernorm"}) {
     char q_text[40];

@@ -108,6 +108,31 @@ TEST_CASE("state_gb per precision recipe equals the closed form for GPT-2 Large"
   CHECK(table.out.find("largest batch that fits: ") != std::string::npos);
 }
 
+// The memory line leaves out the GPU runtime's context, named as scripts/neusight/launch.lua runtime_name names it (the
+// one place, beside graph_name: CUDA, HIP on AMD), not spelt again in memory.lua; a --scripts launch.lua written before
+// runtime_name still runs, the line vendor-neutral (scripts/neusight/report.lua runtime_name, the one fallback).
+TEST_CASE("the memory line names the GPU runtime as launch.lua does and an older launch.lua still runs",
+          "[cli][precision]") {
+  const std::string mi = "predict --model gpt2_large --gpu mi300x --mode train --batch 2 --seq 512 --predictor roofline";
+  const auto line = [](const ns_test::run_result& r) {
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const size_t at = r.out.find("\nmemory ");
+    REQUIRE(at != std::string::npos);
+    return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  CHECK(line(run_cli(mi)).find("(saved tensors, no HIP context)") != std::string::npos);
+  CHECK(line(run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 2 --seq 512 --predictor roofline"))
+            .find("(saved tensors, no CUDA context)") != std::string::npos);
+  temp_dir t;
+  const std::string rocm = ns_test::override_dir(
+      t, "rocm", "launch", "function M.runtime_name(vendor) return vendor == 'amd' and 'ROCm' or 'CUDA' end");
+  CHECK(line(run_cli(mi + rocm)).find("(saved tensors, no ROCm context)") != std::string::npos);
+  const std::string older = ns_test::override_dir(t, "older", "launch", "",
+                                                  {{"function M.runtime_name(vendor)", "local function unused(vendor)"}});
+  CHECK(line(run_cli(mi + older)).find("(saved tensors, no GPU runtime context)") != std::string::npos);
+}
+
 TEST_CASE("precision errors: an unknown recipe names the field, amp with fp32 is refused", "[cli][precision]") {
   auto r = run_cli(gpt2_train + "--dtype bf16 --precision ampp");
   CHECK(r.code == 1);

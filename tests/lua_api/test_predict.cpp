@@ -3,10 +3,13 @@
 // given tile, selects a missing one, and reads a GPU table or name.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "core/gpu_spec.h"
 #include "core/roofline.h"
 #include "lua/session.h"
 #include "test_util.h"
+#include "weights_util.h"
 
 using ns_test::source_dir;
 using ns_test::temp_dir;
@@ -272,21 +275,67 @@ TEST_CASE("neusight_vector_form: softmax by the form beyond the fp32 range, neus
   }
 }
 
+// Which GPUs are beyond the range is the weights' manifests' word (ns.trained_gpus: the softmax manifest's training.gpus
+// under --weights DIR), through the range warning's one rule (scripts/neusight/uncertainty.lua per_sm_beyond), not a
+// typed-in copy of the shipped weights' range: a fold trained without the A100-PCIE-40GB (the range's bandwidth
+// maximum) takes the form on that GPU, and one trained with the B200 too keeps the MLP on it.
+TEST_CASE("neusight_vector_form: the range is the --weights DIR's softmax manifest's training GPUs", "[lua][predict]") {
+  namespace fs = std::filesystem;
+  const auto weights_with = [](const temp_dir& t, const std::string& softmax_gpus) {
+    return ns_test::weights_with_training_gpus(t, softmax_gpus, [](const std::string& f) { return f == "softmax"; });
+  };
+  ns::session_options o;
+  o.data_root = source_dir;
+  ns::session s(o);
+  const double e = 0.6105, s_half = 155872, floor_s = 31.92e-6;  // scripts/neusight/vector_form.lua softmax
+  using kk = ns::kernel_kind;
+  // the softmax kernels' forecasts by the given weights root: { by the form?, … } (the form's value checked)
+  const auto formed = [&](const fs::path& root, const char* gpu_name) {
+    const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve(gpu_name);
+    auto ks = kernel_mix();
+    s.tiles_select(ks, gpu);
+    const auto mlp = s.predictor_make("neusight", root)->predict(ks, gpu);
+    const auto roof = s.predictor_make("roofline", root)->predict(ks, gpu);
+    const auto got = s.predictor_make("neusight_vector_form", root)->predict(ks, gpu);
+    std::vector<bool> out;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      INFO(gpu_name << " " << root << " kernel " << i << " " << ks[i].k.name);
+      if (ks[i].k.kind != kk::softmax) {
+        CHECK(got[i] == mlp[i]);
+        continue;
+      }
+      if (got[i] == mlp[i]) {
+        out.push_back(false);
+        continue;
+      }
+      const double want = std::max(floor_s, (roof[i] + s_half * gpu.num_sm / (gpu.mem_bw_gbps * 1e9)) / e);
+      CHECK_THAT(got[i], Catch::Matchers::WithinRel(want, 1e-12));
+      out.push_back(true);
+    }
+    REQUIRE(out.size() == 1);
+    return bool(out[0]);
+  };
+  const fs::path bundled = source_dir / "weights";
+  temp_dir t1, t2;
+  const fs::path no_a100 = weights_with(t1, "[ 'P100-PCIE-16GB', 'P4', 'T4', 'V100-PCIE-32GB' ]");
+  const fs::path with_b200 = weights_with(t2, "[ 'A100-PCIE-40GB', 'B200', 'P100-PCIE-16GB', 'P4', 'T4', 'V100-PCIE-32GB' ]");
+  CHECK_FALSE(formed(bundled, "a100-pcie-40gb"));  // a training GPU: inside
+  CHECK(formed(no_a100, "a100-pcie-40gb"));        // 14.4 GB/s per SM > the V100's 11.25: beyond that fold's range
+  CHECK(formed(bundled, "b200"));                  // 54 GB/s and 1.22 GB per SM: beyond the shipped range
+  CHECK_FALSE(formed(with_b200, "b200"));          // one of that manifest's training GPUs
+}
+
 // its table (a --scripts DIR/neusight/vector_form.lua replaces it) is checked as the predictor loads: a misspelt key is
 // an error, never the default
 TEST_CASE("neusight_vector_form: a misspelt or out-of-range constant in vector_form.lua is an error", "[lua][predict]") {
   const std::pair<const char*, const char*> cases[] = {
+      {"return { softmax = { efficency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n", "softmax: unknown field 'efficency'"},
+      {"return { sofmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n", "unknown field 'sofmax'"},
+      {"return { softmax = { efficiency = 1.6, s_half_bytes = 1, floor_s = 0 } }\n", "softmax must be { efficiency in (0, 1]"},
+      // a typed-in range (the file's before the weights' manifests gave it) is refused, not silently ignored
       {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
-       "softmax = { efficency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
-       "softmax: unknown field 'efficency'"},
-      {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
-       "sofmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
-       "unknown field 'sofmax'"},
-      {"return { range = { bw_per_sm_gbps = 14, mem_per_sm_gb = 0.4 }, "
-       "softmax = { efficiency = 1.6, s_half_bytes = 1, floor_s = 0 } }\n",
-       "softmax must be { efficiency in (0, 1]"},
-      {"return { range = { bw_per_sm_gbps = 14 }, softmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
-       "range must be { bw_per_sm_gbps"},
+       "softmax = { efficiency = 0.6, s_half_bytes = 1, floor_s = 0 } }\n",
+       "field 'range' is no longer read: the training range is the weights' manifests'"},
   };
   for (const auto& [text, want] : cases) {
     INFO(text);

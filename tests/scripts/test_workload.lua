@@ -169,6 +169,31 @@ function T.test_model_config_typos_are_errors()
     "switch")
 end
 
+-- The same typos given to a bundled builder's build() directly (a workload's model function may require the builder
+-- and build a config of its own, which no workload check sees): the builder's own check (neusight.models.check
+-- fields), not the default.
+function T.test_model_config_typos_given_to_a_builder_directly_are_errors()
+  local function build_error(arch, cfg)
+    local ok, err = pcall(require("neusight.models." .. arch).build, cfg, { batch = 1, seq = 8 })
+    assert(not ok, arch .. ": expected an error")
+    return err
+  end
+  eq(build_error("gpt", { name = "mine", n_layer = 2, n_embd = 256, n_head = 4, vocab_size = 1000, n_positions = 128,
+    n_iner = 8192 }), "gpt model 'mine': unknown field 'n_iner' (did you mean 'n_inner'?)", "gpt")
+  local function typo(preset, key, v)
+    local c = {}
+    for k, x in pairs(presets[preset]) do c[k] = x end
+    c[key] = v
+    return c
+  end
+  eq(build_error("bert", typo("bert", "num_hiden_layers", 2)),
+    "bert model 'bert': unknown field 'num_hiden_layers' (did you mean 'num_hidden_layers'?)", "bert")
+  eq(build_error("opt", typo("opt", "ffn", 4096)), "opt model 'opt': unknown field 'ffn' (did you mean 'ffn_dim'?)",
+    "opt")
+  eq(build_error("switch", typo("switchxl4", "num_expert", 8)),
+    "switch model 'switchxl4': unknown field 'num_expert' (did you mean 'num_experts'?)", "switch")
+end
+
 -- Gradient accumulation follows the recipe's gradients, not the compute dtype: under amp (torch.autocast; fp8's
 -- Transformer Engine recipe alike) the parameters and their .grad buffers are fp32, so every accumulate() kernel adds
 -- fp32 gradients (the bytes of an fp32 run's), while pure keeps them in the dtype (half of those at bf16). The amp

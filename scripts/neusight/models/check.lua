@@ -110,6 +110,18 @@ function M.known(who, cfg, known)
     best and (" (did you mean '%s'?)"):format(best) or ""))
 end
 
+--- The one check of a config table's keys against the fields its builder reads, `fields` (its M.FIELDS; name and arch,
+--- every config table's, need not be listed): "<who>: unknown field 'k' (did you mean 'x'?)" (M.known). What
+--- neusight.workload's fields_check runs for every builder that lists M.FIELDS, and what the bundled gpt / bert / opt /
+--- switch builders' build() run first, since build() is also called directly: a workload's model function may
+--- `require "neusight.models.gpt"` and build a config of its own, which no workload check has seen (a misspelt
+--- n_inner would be nil there, silently the default).
+function M.fields(who, cfg, fields)
+  local known = { "name", "arch" }
+  for _, k in ipairs(fields) do known[#known + 1] = k end
+  M.known(who, cfg, known)
+end
+
 --- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
 --- boolean (`do_layer_norm_before = { true }` was truthy and taken as true; M.fail). `from`: the config as given, when
 --- `cfg` is a builder's copy of it (default cfg).

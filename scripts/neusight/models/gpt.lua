@@ -49,7 +49,7 @@ M.FIELDS = { "name", "arch", "n_layer", "n_embd", "n_head", "vocab_size", "n_pos
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
-  -- (its keys against M.FIELDS: neusight.workload fields_check, before build, for every builder)
+  checks.fields(who, cfg, M.FIELDS) -- first: build() is called directly too (a model function may require it)
   checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
   checks.booleans(who, cfg, { "tie_word_embeddings" })
   checks.table_size(who, cfg, "n_positions", cfg.n_positions, cfg.n_embd) -- wpe: its parameters, no node's shape

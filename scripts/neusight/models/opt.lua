@@ -85,7 +85,7 @@ M.FIELDS = { "name", "arch", "num_hidden_layers", "hidden_size", "num_attention_
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
-  -- (its keys against M.FIELDS: neusight.workload fields_check, before build, for every builder)
+  checks.fields(who, cfg, M.FIELDS) -- first: build() is called directly too (a model function may require it)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
                          "max_position_embeddings" }, { "word_embed_proj_dim" })
   checks.booleans(who, cfg, { "do_layer_norm_before", "enable_bias", "_remove_final_layer_norm", "tie_word_embeddings" })

@@ -52,7 +52,7 @@ M.FIELDS = { "name", "arch", "num_layers", "num_decoder_layers", "d_model", "d_f
 
 local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
-  -- (its keys against M.FIELDS: neusight.workload fields_check, before build, for every builder)
+  checks.fields(who, cfg, M.FIELDS) -- first: build() is called directly too (a model function may require it)
   checks.counts(who, cfg, { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
                          "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" },
                  { "relative_attention_num_buckets" }) -- 0 ended in ops/embedding.lua's argument error
