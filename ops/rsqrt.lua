@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "rsqrt",
   doc = "reciprocal square root: MEM(inputs…, out); bw MEM(inputs…, out)",
+  fusion = "elementwise", -- RMSNorm's eps add → rsqrt → normalise multiply is one pass under torch.compile
   saves = rules.saves_output, -- rsqrt's backward reads y
   forward = function(node) return { K.mem(rules.shapes(node, true), node.dtype) } end,
   backward = function(node) return { K.mem(rules.shapes(node, true), node.dtype) } end,

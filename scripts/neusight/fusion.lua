@@ -6,7 +6,7 @@
 --
 --   * metadata nodes (view, permute, …; no kernel) are transparent;
 --   * a maximal run of element-wise nodes (ops whose rule says fusion = "elementwise": rules.elementwise's, getitem,
---     where, dropout, pow, tanh; a user's rule too) becomes ONE node, op "fused_elementwise": one kernel that
+--     where, dropout, pow, tanh, rsqrt; a user's rule too) becomes ONE node, op "fused_elementwise": one kernel that
 --     reads the run's external inputs once and writes its final output once (intermediates stay on chip);
 --   * row-wise kernels whose rule says fusion = "anchor" (softmax and layernorm) stay one kernel each (they already are in eager mode) but absorb the element-wise
 --     run just before them (Inductor fuses the attention scale + causal-mask select into the softmax, and the

@@ -29,7 +29,7 @@ local ms = 1e3
 
 -- The JSON document's fields, in order; the figures a rule puts beside latency_ms go right after it.
 local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
-  "context", "dtype", "kv_dtype", "weight_dtype", "attention", "precision", "precision_convention", "optimizer", "optimizer_impl",
+  "context", "dtype", "kv_dtype", "weight_dtype", "attention", "fusion", "precision", "precision_convention", "optimizer", "optimizer_impl",
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "flops_scope", "params",
   "params_scope",
@@ -63,6 +63,12 @@ local function kv_default_shown(w)
   return d ~= w.dtype and d or nil
 end
 
+local function fusion_shown(v)
+  local o = v and require("neusight.fusion").options(v)
+  if not o then return "" end
+  return o.flash_attention and "flash_attention" or "elementwise"
+end
+
 function M.workload(w, facts)
   return {
     source = facts.source, model = facts.model, mode = w.mode, batch = integer(w.batch, "batch"),
@@ -78,6 +84,10 @@ function M.workload(w, facts)
     -- the attention implementation the graph ran ("eager" | "sdpa"; "" for an imported graph): its default depends on
     -- the dtype and the model family (neusight.workload sdpa_by_default), and it moves memory and time
     attention = type(facts.attention) == "string" and facts.attention or "",
+    -- the torch.compile-style fusion the graph was forecast under (neusight.fusion options of the workload's `fusion`):
+    -- "elementwise" (--fusion), "flash_attention" (--flash-attention: attention blocks too), "" without; the ops'
+    -- `fused` members say which kernels it made
+    fusion = fusion_shown(w.fusion),
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     -- what the model's config file says that the forecast does not read (workload.lua model_warnings; serve's
@@ -426,6 +436,7 @@ function M.result(f, fc, x)
   if f.kv_dtype ~= "" and f.kv_dtype ~= f.dtype then r.kv_dtype = f.kv_dtype end
   if f.weight_dtype ~= "" then r.weight_dtype = f.weight_dtype end
   if (f.attention or "") ~= "" then r.attention = f.attention end
+  if (f.fusion or "") ~= "" then r.fusion = f.fusion end
   -- A parallel run's latency is its iteration on the slowest device; the phase sums are then those of one microbatch
   -- through the whole (tp-sharded) model, serially — the timeline's inputs.
   r.latency_ms = (par and par.iteration or fc.total) * ms
@@ -752,7 +763,9 @@ function M.format_table(r)
   local function add(s) out[#out + 1] = s end
   add(fmt("model     %s  (%s, batch %d, %s, %s%s%s%s%s)\n", r.model, r.mode, r.batch,
     r.mode == "decode" and fmt("context %d + 1 new token", r.context) or fmt("seq %d", r.seq), r.dtype,
-    r.precision == "pure" and "" or " " .. r.precision, r.attention and ", " .. r.attention .. " attention" or "",
+    r.precision == "pure" and "" or " " .. r.precision, (r.attention and ", " .. r.attention .. " attention" or "")
+      .. (r.fusion == "flash_attention" and ", fused (torch.compile-style + FlashAttention blocks)"
+        or r.fusion == "elementwise" and ", fused (torch.compile-style)" or ""),
     r.mode == "train" and ", optimizer " .. r.optimizer .. (r.optimizer_impl == "" and "" or " (" .. r.optimizer_impl .. ")")
       or "",
     r.layers and fmt(", %d layers", r.layers) or ""))

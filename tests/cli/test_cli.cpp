@@ -727,6 +727,20 @@ TEST_CASE("predict --fusion: fused inference is faster and lists its fused group
   CHECK(found);
 }
 
+TEST_CASE("predict --fusion and --flash-attention say the fusion in JSON and the table's first line", "[cli][fusion]") {
+  const std::string base = "predict --model gpt2_large --gpu a100_pcie_40gb --mode inference --batch 4 --seq 1024";
+  CHECK_FALSE(parse_json(run_cli(base + " --format json")).contains("fusion"));
+  CHECK(parse_json(run_cli(base + " --fusion --format json"))["fusion"] == "elementwise");
+  CHECK(parse_json(run_cli(base + " --flash-attention --format json"))["fusion"] == "flash_attention");
+  const auto flash = run_cli(base + " --flash-attention");
+  REQUIRE(flash.code == 0);
+  CHECK_THAT(flash.out.substr(0, flash.out.find('\n')),
+             Catch::Matchers::Contains("eager attention, fused (torch.compile-style + FlashAttention blocks)"));
+  const auto plain = run_cli(base + " --fusion");
+  REQUIRE(plain.code == 0);
+  CHECK_THAT(plain.out.substr(0, plain.out.find('\n')), Catch::Matchers::Contains(", fused (torch.compile-style))"));
+}
+
 TEST_CASE("predict --fusion refuses training", "[cli][fusion]") {
   const auto r = run_cli("predict --model gpt2_large --gpu a100_pcie_40gb --mode train --batch 4 --seq 1024 --fusion");
   CHECK(r.code == 1);

@@ -145,4 +145,17 @@ function T.test_workload_fusion_field()
   assert(not ok and err:find("field 'fusion' must be", 1, true), tostring(err))
 end
 
+function T.test_rms_norm_eps_rsqrt_normalise_is_one_kernel()
+  -- LlamaRMSNorm's tail as neusight.nodes rms_norm emits it: variance + eps, rsqrt, x · rstd (Inductor: one pass)
+  local x, col = { 2, 2048, 4096 }, { 2, 2048, 1 }
+  local nodes = fusion.apply { ew("add", "eps", { col }, col), ew("rsqrt", "rsqrt", { col }, col),
+                               ew("mul", "normalize", { x, col }, x) }
+  eq(#nodes, 1, "eps, rsqrt and the normalise multiply are one fused node")
+  eq(nodes[1].attrs.fused, "eps,rsqrt,normalize", "members")
+  local k = forward(nodes[1])
+  eq(#k, 1, "one kernel")
+  eq(K.describe(k[1]), "VECmul(4096,4096)", "representative: the normalise multiply")
+  eq(k[1].bytes, 4 * (2 * 2048 + 2 * 2 * 2048 * 4096), "variance and x read once, output written once")
+end
+
 return T
