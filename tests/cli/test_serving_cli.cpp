@@ -121,8 +121,11 @@ TEST_CASE("serving: errors", "[cli][serving]") {
     CHECK(r.code == 1);
     CHECK(r.err == "neusight: " + message + "\n");
   };
-  fails("--model llama3_8b --gpu h100 --mode decode --batch 8 --dtype bf16",
-        "command line: mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)");
+  {  // a missing --context is a usage error like every missing required flag (exit 2, review18)
+    const auto r = run_cli("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --dtype bf16");
+    CHECK(r.code == 2);
+    CHECK(r.err == "neusight: command line: missing --context; `neusight predict --help` lists the flags\n");
+  }
   // given by flags, said by the flags (tester3 problem 12: the messages named workload fields)
   fails("--model llama3_8b --gpu h100 --mode train --batch 8 --seq 128 --context 2048",
         "command line: --context applies to --mode decode only (mode is \"train\"): prefill and inference take the prompt "
