@@ -1147,3 +1147,22 @@ TEST_CASE("an fp32 GEMM with fewer rows is not priced above one with more across
     }
   }
 }
+
+// The alternative of the tile switch follows whole row bands (weights/TILE_SWITCH_RULE.md, second round, T3): with the
+// rule's tile for exactly twice the rows, 1024 rows (2048: the ampere Linear's 128x64) got the alternative and 1000
+// rows (2000: 128x32 still) did not, though both are 32 row bands of the 128x32 tile; llama3_8b fp32 inference at
+// batch 1 on the H100 fell x1/1.156 from seq 1000 to 1024 (physics sweep: 38 forecasts falling along seq, 3 after).
+TEST_CASE("an fp32 GEMM of 1000 rows is not priced above one of 1024 (the tile switch's alternative by row bands)",
+          "[neusight][physics]") {
+  session_pricer f;
+  for (const std::string gpu_name : {"h100", "h200", "b200", "A100-SXM4-80GB"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const auto& [n, k] : std::vector<std::array<int64_t, 2>>{{14336, 4096}, {4096, 14336}, {4096, 4096}}) {
+      const double t_less = f.seconds(gemm_kernel(1000, n, k, "fp32"), gpu);
+      const double t_more = f.seconds(gemm_kernel(1024, n, k, "fp32"), gpu);
+      INFO(gpu.name << " fp32 Linear N " << n << " K " << k << ": 1000 rows " << t_less * 1e3 << " ms, 1024 rows "
+                    << t_more * 1e3 << " ms");
+      CHECK(t_less <= t_more * 1.01);
+    }
+  }
+}
