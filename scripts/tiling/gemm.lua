@@ -593,13 +593,17 @@ end
 -- MLP, beyond its training GPUs, prices the tile below the threshold far above the one above it (B200 fp32 Linear
 -- 4096 -> 14336: 2000 rows 5.60 ms with 128x32, 2048 rows 3.85 ms with 128x64; the A100's measurements show the
 -- library's own step is ~1.1x). cuBLAS picks among its kernels the one it expects fastest; so an NVIDIA fp32 GEMM
--- also names the tile the same rule gives it with twice its rows (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split
--- for its own shape) where that tile differs, and the neusight predictor prices the GEMM with both tiles and takes the
--- lesser (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's.
-local function rows_doubled(s)
+-- also names the tile the same rule gives it with twice its rows rounded up to whole row bands of its rule tile t,
+-- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split for its own shape) where that tile
+-- differs, and the neusight predictor prices the GEMM with both tiles and takes the lesser
+-- (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The rounding (second round,
+-- "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did not, though both are 32
+-- row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to 1024 tokens; rows of the
+-- same row bands now get the same alternative.
+local function rows_doubled(s, t)
   local d = {}
   for key, v in pairs(s) do d[key] = v end
-  d.m = 2 * s.m
+  d.m = 2 * cdiv(s.m, t.b) * t.b
   d.out = d.b * d.m * d.k
   return d
 end
@@ -617,7 +621,8 @@ end
 ---  dtypes on NVIDIA GPUs take the tensor-core rule above
 ---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
 ---@return table { tile_m = integer, tile_k = integer, split = integer, kernel = string, alt_tile_m?, alt_tile_k?,
----  alt_split? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, where it differs: rows_doubled)
+---  alt_split? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, its rows rounded up to whole row bands,
+---  where it differs: rows_doubled)
 function M.select(k, gpu)
   local family = k.family
   if family ~= "bmm" and family ~= "linear" then
@@ -636,7 +641,7 @@ function M.select(k, gpu)
   local split, library_split = fp32_split(s, t)
   local out = { tile_m = t.b, tile_k = t.a, split = split, kernel = kernel_name(rule, family, t, library_split) }
   if gpu.vendor == "nvidia" then
-    local t2 = rule[family](rows_doubled(s))
+    local t2 = rule[family](rows_doubled(s, t))
     if t2.a ~= t.a or t2.b ~= t.b then
       out.alt_tile_m, out.alt_tile_k, out.alt_split = t2.b, t2.a, (fp32_split(s, t2))
     end

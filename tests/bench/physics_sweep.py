@@ -6,13 +6,21 @@ H200, A100-SXM4-80GB, L40S, B200, MI300X x train (bf16 amp, fp32), inference (bf
 latency non-decreasing in batch and in seq; per-token latency not rising > 1.3x per doubling between neighbours; bf16
 not slower than fp32; H200 not slower than H100, B200 not slower than H200; training not faster than inference. Then
 re-runs the worst pairs with the per-op JSON and names the ops (kernel, dims, library tile) that make the difference.
-Usage, from the repository root:  python3 tests/bench/physics_sweep.py [build/neusight] [OUTDIR]
+Usage, from the repository root:  python3 tests/bench/physics_sweep.py [build/neusight] [OUTDIR] [--modes M1,M2]
+(--modes: only those of the modes below, e.g. train_fp32,inf_fp32; lines already in OUTDIR/sweep.jsonl are kept and
+checked with them, so a sweep of other modes copied there first is compared too)
 (writes OUTDIR/sweep.jsonl, violations.json, perop.json; the pinned cases are the [!mayfail] tests at the end of
 tests/core/test_forecast_physics.cpp)"""
 import json, subprocess, sys, itertools, os, time, collections, math, threading
 from concurrent.futures import ThreadPoolExecutor
-BIN = sys.argv[1] if len(sys.argv) > 1 else "build/neusight"
-OUTDIR = sys.argv[2] if len(sys.argv) > 2 else "physics_sweep"
+ARGS = sys.argv[1:]
+ONLY = None
+if "--modes" in ARGS:
+    i = ARGS.index("--modes")
+    if i + 1 >= len(ARGS): sys.exit("physics_sweep.py: --modes needs a comma-separated list of modes")
+    ONLY = ARGS[i + 1].split(","); del ARGS[i:i + 2]
+BIN = ARGS[0] if len(ARGS) > 0 else "build/neusight"
+OUTDIR = ARGS[1] if len(ARGS) > 1 else "physics_sweep"
 os.makedirs(OUTDIR, exist_ok=True)
 OUT = os.path.join(OUTDIR, "sweep")
 models = [("llama3_8b",[]),("qwen3_8b",[]),("mistral_7b",[]),("gpt3_xl",[]),("bert_large",[]),
@@ -26,6 +34,10 @@ modes = [("train_bf16",["--mode","train","--dtype","bf16","--precision","amp"]),
 batches = "1,3,4,8,16,32,64"
 seqs = "128,512,1000,1024,2048,8192"
 MODES = dict(modes)
+if ONLY is not None:
+    unknown = [m for m in ONLY if m not in MODES]
+    if unknown: sys.exit(f"physics_sweep.py: unknown mode(s) {', '.join(unknown)} (modes: {', '.join(MODES)})")
+    modes = [m for m in modes if m[0] in ONLY]
 MX = dict(models)   # each model's extra options, for the per-op re-runs
 jobs = list(itertools.product(models, gpus, modes))
 done = set()

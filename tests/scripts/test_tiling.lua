@@ -463,8 +463,10 @@ function T.test_engine_row_kernels_beyond_the_longest_measured_row_grow_linearly
 end
 
 -- The tile switch (weights/TILE_SWITCH_RULE.md): an NVIDIA fp32 GEMM names, besides its rule tile, the tile the rule
--- gives it with twice its rows where that differs (the predictor prices both and takes the lesser); none where the
--- rows' doubling keeps the tile, none for AMD (its rules are not in the rule's evidence), none for tensor-core dtypes.
+-- gives it with twice its rows, rounded up to whole row bands of its rule tile, where that differs (the predictor
+-- prices both and takes the lesser); none where the doubling keeps the tile, none for AMD (its rules are not in the
+-- rule's evidence), none for tensor-core dtypes. Rows of the same row bands get the same alternative (second round,
+-- T3): 1000 rows are the 32 bands of 1024 rows' 128x32 tiles, so both get 128x64 (with 2m alone 1000 rows did not).
 function T.test_fp32_gemm_names_the_tile_a_row_doubling_above()
   local function sel(m, g, dtype)
     return gemm.select({ family = "linear", b = 1, m = m, n = 4096, k = 14336, dtype = dtype or "fp32" }, g)
@@ -477,7 +479,8 @@ function T.test_fp32_gemm_names_the_tile_a_row_doubling_above()
     eq(below.alt_tile_k, 128, g.name .. " 2000 rows: alt_tile_k")
     eq(below.alt_split, 1, g.name .. " 2000 rows: alt_split")
     eq(sel(2048, g).alt_tile_m, nil, g.name .. " 2048 rows: no alternative (4096 rows keep 128x64)")
-    eq(sel(1023, g).alt_tile_m, nil, g.name .. " 1023 rows: no alternative (2046 rows keep 128x32)")
+    eq(sel(1000, g).alt_tile_m, 64, g.name .. " 1000 rows: 32 row bands of 32 as 1024, 2048 rows take 128x64")
+    eq(sel(992, g).alt_tile_m, nil, g.name .. " 992 rows: no alternative (31 row bands, 1984 rows keep 128x32)")
   end
   eq(sel(2000, MI210).alt_tile_m, nil, "MI210: no alternative")
   eq(sel(2000, B200, "bf16").alt_tile_m, nil, "B200 bf16: no alternative")
