@@ -21,6 +21,8 @@
 -- operands whose shape matches no value already in the run (the run's inputs and outputs so far), or, when a
 -- builder knows better, the `attrs.fused_external` last operands (a residual add: the second x is the
 -- residual stream, not the running value). Single-node runs are left as they are.
+-- A fused kernel is never priced above its members priced unfused and summed (M.cap, which neusight.pipeline runs on
+-- the run's latencies with M.apply's `members`; weights/FUSION_CAP_RULE.md).
 -- What a member adds to the fused kernel comes from its op's rule in force (an --ops override included): the FLOPs of
 -- its forward kernels and, for the kernel's name, the element-wise op of the last one that computes.
 local K = require "neusight.kernels"

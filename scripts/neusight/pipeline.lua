@@ -50,6 +50,8 @@
 --                          scripts/neusight/figures.lua compute() of `inputs` ({ { key, value }, … }, a later key
 --                          replacing an earlier one), with the GPU, the predictor's error table and the workload's
 --                          own figures
+-- Under fusion (the fields' fused_members, a built-in predictor) finish(run) prices each fused kernel against its
+-- members unfused between predict() and aggregate(): neusight.fusion cap, which sets fields.fused_capped.
 -- Both return { figures = (figures()'s shape), warnings = { … } }: what the report and a comparison row show. A
 -- primitive's error ends the run as the engine reports it; an error of the script itself names its file and line.
 local ipairs, type = ipairs, type
