@@ -237,7 +237,7 @@ function M.apply(nodes, opts)
 end
 
 -- The fields of a run's kernel (neusight.pipeline run.kernels()) a predictor prices: all but its node's.
-local NODE_FIELDS = { node = true, layer = true, count = true, phase = true, seconds = true }
+local NODE_FIELDS = { node = true, layer = true, count = true, phase = true }
 
 --- The bound on a fused kernel: one launch doing its members' work, reading and writing less, is priced no slower than
 --- the members priced unfused and summed (torch.compile would not emit a fusion slower than the kernels it replaces;
