@@ -21,6 +21,8 @@
 -- operands whose shape matches no value already in the run (the run's inputs and outputs so far), or, when a
 -- builder knows better, the `attrs.fused_external` last operands (a residual add: the second x is the
 -- residual stream, not the running value). Single-node runs are left as they are.
+-- A fused kernel is never priced above its members priced unfused and summed (M.cap, which neusight.pipeline runs on
+-- the run's latencies with M.apply's `members`; weights/FUSION_CAP_RULE.md).
 -- What a member adds to the fused kernel comes from its op's rule in force (an --ops override included): the FLOPs of
 -- its forward kernels and, for the kernel's name, the element-wise op of the last one that computes.
 local K = require "neusight.kernels"
@@ -60,7 +62,8 @@ end
 -- GEMM or attention kernel cannot be one pass over the elements: an error naming the rule.
 local function member_work(n, anchor)
   local flops, rep = 0, nil
-  for _, k in ipairs(forward_kernels(n)) do
+  local kernels = forward_kernels(n)
+  for _, k in ipairs(kernels) do
     local kind = k.kind
     local ok = kind == "elementwise" or kind == "memory" or (anchor and (kind == "softmax" or kind == "layernorm"))
     if not ok then
@@ -76,7 +79,7 @@ local function member_work(n, anchor)
       rep = op
     end
   end
-  return flops, rep
+  return flops, rep, kernels
 end
 
 local function key(shape) return concat(shape, "x") end
@@ -95,9 +98,10 @@ local function cache_of(group)
   return kv
 end
 
+-- Also returns the members' forward kernels, unfused (M.apply's `members`).
 local function fuse_group(group)
   local first, last = group[1], group[#group]
-  local seen, inputs, names, flops, params = {}, {}, {}, 0, 0
+  local seen, inputs, names, flops, params, kernels = {}, {}, {}, 0, 0, {}
   local anchor, rep, out = nil, nil, last.output
   for i, n in ipairs(group) do
     names[i] = n.name
@@ -119,7 +123,8 @@ local function fuse_group(group)
     end
     seen[key(n.output)] = true
     local is_anchor = fusion_of(n.op) == "anchor"
-    local f, r = member_work(n, is_anchor)
+    local f, r, ks = member_work(n, is_anchor)
+    for _, k in ipairs(ks) do kernels[#kernels + 1] = k end
     flops = flops + f
     if is_anchor then anchor, out = n.op, n.output
     elseif r then rep = r end
@@ -141,7 +146,7 @@ local function fuse_group(group)
   return {
     op = "fused_elementwise", name = first.name .. "~" .. last.name, layer = first.layer, count = first.count,
     dtype = first.dtype, inputs = inputs, output = out, params = params, attrs = attrs,
-  }
+  }, kernels
 end
 
 -- The attention block starting at nodes[i] (a matmul): returns the index of the closing matmul or nil.
@@ -159,18 +164,20 @@ local function attention_end(nodes, i)
   return nil
 end
 
+-- The FlashAttention node of the block nodes[i..j], and its members' forward kernels, unfused (M.apply's `members`).
 local function flash_node(nodes, i, j)
   local qk, pv = nodes[i], nodes[j]
-  local names, params = {}, 0
+  local names, params, kernels = {}, 0, {}
   for t = i, j do
     names[#names + 1] = nodes[t].name
     params = params + (nodes[t].params or 0)
+    for _, k in ipairs(forward_kernels(nodes[t])) do kernels[#kernels + 1] = k end
   end
   return {
     op = "flash_attention", name = qk.name .. "~" .. pv.name, layer = qk.layer, count = qk.count, dtype = qk.dtype,
     inputs = { qk.inputs[1], qk.inputs[2], pv.inputs[2] }, output = pv.output, params = params,
     attrs = { fused = concat(names, ","), kv_cache_bytes = cache_of({ table.unpack(nodes, i, j) }) },
-  }
+  }, kernels
 end
 
 --- Normalises a workload's `fusion` value: nil/false → nil, true → {}, "flash_attention" → { flash_attention = true }.
@@ -181,16 +188,23 @@ function M.options(v)
   return { flash_attention = v.flash_attention == true }
 end
 
---- Returns a new node list with the fusion rules applied (the input nodes are not modified).
+--- Returns a new node list with the fusion rules applied (the input nodes are not modified) and `members`: for each
+--- fused node, by name, the forward kernels its members run unfused (each as its op rule expands it): what
+--- neusight.pipeline prices beside the fused kernel, which is never priced above their sum (M.cap).
 ---@param nodes neusight.Node[]
 ---@param opts? { flash_attention?: boolean }
----@return neusight.Node[]
+---@return neusight.Node[] nodes
+---@return table<string, neusight.Kernel[]> members
 function M.apply(nodes, opts)
   opts = opts or {}
-  local out, group = {}, {}
+  local out, group, members = {}, {}, {}
+  local function put(node, kernels)
+    out[#out + 1] = node
+    members[node.name] = kernels
+  end
   local function flush()
     if #group == 1 then out[#out + 1] = group[1]
-    elseif #group > 1 then out[#out + 1] = fuse_group(group) end
+    elseif #group > 1 then put(fuse_group(group)) end
     group = {}
   end
   local function has_anchor()
@@ -203,7 +217,7 @@ function M.apply(nodes, opts)
     local j = opts.flash_attention and attention_end(nodes, i)
     if j then
       flush()
-      out[#out + 1] = flash_node(nodes, i, j)
+      put(flash_node(nodes, i, j))
       i = j + 1
     elseif META[n.op] then
       out[#out + 1] = n
@@ -219,7 +233,63 @@ function M.apply(nodes, opts)
     end
   end
   flush()
-  return out
+  return out, members
+end
+
+-- The fields of a run's kernel (neusight.pipeline run.kernels()) a predictor prices: all but its node's.
+local NODE_FIELDS = { node = true, layer = true, count = true, phase = true }
+
+--- The bound on a fused kernel: one launch doing its members' work, reading and writing less, is priced no slower than
+--- the members priced unfused and summed (torch.compile would not emit a fusion slower than the kernels it replaces;
+--- weights/FUSION_CAP_RULE.md). `kernels`, `seconds`: a run's kernels and per-launch seconds (run.kernels(),
+--- run.latencies()); `members`: M.apply's; `price(kernels)` → the predictor's seconds of each (ns.predict with the
+--- run's GPU and predictor). A fused node whose forward kernels the predictor prices above its members' sum has its
+--- seconds scaled by sum / fused (what the run put on top of the predictor's price — launch mode, calibration — carries
+--- over). Returns the seconds (a new array) and, by fused node name, { fused_s, members_s } of the ones capped (the
+--- predictor's per-launch seconds), nil when none is.
+function M.cap(kernels, seconds, members, price)
+  local order, at = {}, {}  -- fused nodes in kernel order; at[name] = { kernel indices }
+  for i, k in ipairs(kernels) do
+    if k.phase == "forward" and members[k.node] then
+      if not at[k.node] then at[k.node] = {} order[#order + 1] = k.node end
+      local list = at[k.node]
+      list[#list + 1] = i
+    end
+  end
+  if #order == 0 then return seconds, nil end
+  local batch, span = {}, {}  -- span[name] = { first fused, last fused, first member, last member } in `batch`
+  for _, name in ipairs(order) do
+    local sp = { #batch + 1 }
+    for _, i in ipairs(at[name]) do
+      local k = {}
+      for f, v in pairs(kernels[i]) do
+        if not NODE_FIELDS[f] then k[f] = v end
+      end
+      batch[#batch + 1] = k
+    end
+    sp[2], sp[3] = #batch, #batch + 1
+    for _, k in ipairs(members[name]) do batch[#batch + 1] = k end
+    sp[4] = #batch
+    span[name] = sp
+  end
+  local priced = price(batch)
+  local function sum(a, b)
+    local s = 0
+    for i = a, b do s = s + priced[i] end
+    return s
+  end
+  local out, capped = {}, nil
+  for i, s in ipairs(seconds) do out[i] = s end
+  for _, name in ipairs(order) do
+    local sp = span[name]
+    local fused, parts = sum(sp[1], sp[2]), sum(sp[3], sp[4])
+    if fused > parts and fused > 0 then
+      for _, i in ipairs(at[name]) do out[i] = out[i] * (parts / fused) end
+      capped = capped or {}
+      capped[name] = { fused_s = fused, members_s = parts }
+    end
+  end
+  return out, capped
 end
 
 --- Summary of the fused nodes: array of { name, op, members = { names… } }.

@@ -50,6 +50,8 @@
 --                          scripts/neusight/figures.lua compute() of `inputs` ({ { key, value }, … }, a later key
 --                          replacing an earlier one), with the GPU, the predictor's error table and the workload's
 --                          own figures
+-- Under fusion (the fields' fused_members, a built-in predictor) finish(run) prices each fused kernel against its
+-- members unfused between predict() and aggregate(): neusight.fusion cap, which sets fields.fused_capped.
 -- Both return { figures = (figures()'s shape), warnings = { … } }: what the report and a comparison row show. A
 -- primitive's error ends the run as the engine reports it; an error of the script itself names its file and line.
 local ipairs, type = ipairs, type
@@ -58,6 +60,9 @@ local report = require "neusight.report"
 local precision = require "neusight.precision"
 
 local M = {}
+
+-- The predictors ns.predict prices other kernels with.
+local BUILT_IN = { neusight = true, roofline = true, ["roofline-reference"] = true }
 
 -- Whether the run forecasts fp8 (W8A8) GEMMs of a workload, in inference (inference, prefill, decode) or training
 -- (whose forward GEMMs are compared too: fp8 training forecast slower than bf16 was said by nothing but
@@ -86,6 +91,27 @@ local function fp8_slower(run, kernels, seconds)
   return price and precision.fp8_gemm_warning(gemms, price, run.fields.mode) or nil
 end
 
+-- Whether the run's graph holds fused nodes the bound applies to (neusight.fusion cap: a workload forecast under
+-- --fusion / --flash-attention whose report fields carry the members) and its predictor is one ns.predict has (a Lua
+-- predictor's prices are not compared).
+local function fused_run(run)
+  local f = run.fields
+  return type(f) == "table" and type(f.fused_members) == "table" and next(f.fused_members) ~= nil
+    and type(run.gpu_spec) == "function" and type(run.predictor) == "function" and BUILT_IN[run.predictor()] == true
+end
+
+-- neusight.fusion cap on the run's latencies (run.predict() before): a fused kernel priced above its members summed
+-- is priced as them; the fields say which (run.fields.fused_capped, by node name).
+local function fusion_cap(run)
+  local gpu, name = run.gpu_spec(), run.predictor()
+  local seconds, capped = require("neusight.fusion").cap(run.kernels(), run.latencies(), run.fields.fused_members,
+    function(kernels) return ns.predict(kernels, gpu, name) end)
+  if capped then
+    run.set_latencies(seconds)
+    run.fields.fused_capped = capped
+  end
+end
+
 function M.finish(run)
   local warnings = {}
   local function warn(w)
@@ -94,11 +120,14 @@ function M.finish(run)
   end
   for _, w in ipairs(run.warnings) do warn(w) end
   local totals, predictor_warnings, fp8_warning
-  if fp8_run(run) then
-    -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning), from the kernels and
-    -- their latencies before they are summed (run.forecast() in two halves)
+  local fp8, fused = fp8_run(run), fused_run(run)
+  if fp8 or fused then
+    -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning); a fused kernel priced
+    -- above its members summed: priced as them (neusight.fusion cap). From the kernels and their latencies before
+    -- they are summed (run.forecast() in two halves)
     run.predict()
-    fp8_warning = fp8_slower(run, run.kernels(), run.latencies())
+    if fused then fusion_cap(run) end
+    if fp8 then fp8_warning = fp8_slower(run, run.kernels(), run.latencies()) end
     totals, predictor_warnings = run.aggregate()
   else
     totals, predictor_warnings = run.forecast()

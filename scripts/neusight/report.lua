@@ -38,7 +38,7 @@ local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms"
   "expert_optimizer_shards", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
-  "ms", "fused" }
+  "ms", "fused", "fused_capped" }
 
 local function integer(x, what)
   local i = tointeger(x)
@@ -88,6 +88,9 @@ function M.workload(w, facts)
     -- "elementwise" (--fusion), "flash_attention" (--flash-attention: attention blocks too), "" without; the ops'
     -- `fused` members say which kernels it made
     fusion = fusion_shown(w.fusion),
+    -- each fused node's members' forward kernels, unfused (neusight.fusion apply; not shown): what neusight.pipeline
+    -- prices the fused kernel against (neusight.fusion cap), which sets `fused_capped` (by node name) where it binds
+    fused_members = type(facts.fused_members) == "table" and facts.fused_members or nil,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     -- what the model's config file says that the forecast does not read (workload.lua model_warnings; serve's
@@ -191,6 +194,13 @@ local function fused_members(n)
   local out = {}
   for part in n.fused:gmatch("[^,]+") do out[#out + 1] = part end
   return #out > 0 and out or nil
+end
+
+-- The bound neusight.fusion cap put on fused node `name` of a forecast with report fields `f` ({ fused_s, members_s }:
+-- the predictor's per-launch seconds of the fused kernel and of its members summed), nil where it did not bind.
+local function capped_of(f, name)
+  local c = type(f.fused_capped) == "table" and f.fused_capped[name]
+  return type(c) == "table" and c or nil
 end
 
 -- A memory report's number `key`: a report without it is an error, never a silent 0 GB that "fits".
@@ -507,11 +517,14 @@ function M.result(f, fc, x)
     local n = fc.nodes[k.node]
     ops[i] = ordered({ name = n.name, op = n.op, layer = n.layer, count = n.count, phase = k.phase, kernel = k.name,
       kind = k.kind, dims = dims_of(k), tile = tile_of(k), flops = k.flops, bytes = k.bytes,
-      ms_each = k.seconds_each * ms, ms = k.seconds * ms, fused = fused_members(n) }, OP_KEYS)
+      ms_each = k.seconds_each * ms, ms = k.seconds * ms, fused = fused_members(n),
+      -- priced as its members summed, unfused, which the fused kernel's own price exceeded (neusight.fusion cap)
+      fused_capped = (k.phase == "forward" and capped_of(f, n.name)) and true or nil }, OP_KEYS)
   end
   r.ops = ops
   -- what only the table shows
   r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file, gpu_vendor = x.gpu.vendor,
+    fields = f,  -- the fused lines' bound (capped_of)
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
     memory_lines = type(memory) == "table" and memory.lines or nil,
     -- and what the JSON alone adds, made when it is written (format_json): a parallel run's op-by-op timeline
@@ -796,7 +809,10 @@ function M.format_table(r)
     if members then
       if not fused_header then add("\nfused kernels (scripts/neusight/fusion.lua)\n") end
       fused_header = true
-      add(fmt("  %s (%s): %s\n", n.name, n.op, concat(members, ", ")))
+      local c = capped_of(t.fields or {}, n.name)
+      add(fmt("  %s (%s): %s%s\n", n.name, n.op, concat(members, ", "), c
+        and fmt("  [capped: priced as its members summed, %.4f ms each, not fused %.4f ms]", c.members_s * ms,
+          c.fused_s * ms) or ""))
     end
   end
   add("\n")

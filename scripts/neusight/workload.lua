@@ -1692,10 +1692,11 @@ local function graph_of(w, gpu, notes)
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if not training then M.quantise_activations(nodes) end
+  local fused  -- the fused nodes' members' forward kernels, by name (neusight.fusion apply): the pipeline's bound
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
     local fopts = fusion.options(w.fusion)
-    if fopts then nodes = fusion.apply(nodes, fopts) end
+    if fopts then nodes, fused = fusion.apply(nodes, fopts) end
   end
   if plan then -- more pipeline stages than the graph has layers: said now, at the script's line, not after the forecast
     local stages = require("neusight.parallel.stages")
@@ -1703,7 +1704,7 @@ local function graph_of(w, gpu, notes)
     if not ok then error(error_at(e, w, "parallel"), 0) end
   end
 
-  return name, nodes, plan, opts, routing, positions, signature
+  return name, nodes, plan, opts, routing, positions, signature, fused
 end
 
 --- Parameters a token touches in a graph of routed experts: Σ params · count with the routed experts' weights
@@ -1876,6 +1877,7 @@ M.graph = function(w, gpu, notes) return graph_of(w, gpu, notes) end
 ---                   by the same index (what says two layouts' warnings are one: neusight search tells it once)
 ---   model_warnings  M.model_warnings: what the model's config file says that the forecast does not read (serve's
 ---                   report says them; predict's has them among M.warnings)
+---   fused_members   under fusion: neusight.fusion apply's members (each fused node's members' forward kernels)
 --- The engine adds `source` and hands the table to neusight.report.workload.
 --- In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
@@ -1894,7 +1896,7 @@ M.graph = function(w, gpu, notes) return graph_of(w, gpu, notes) end
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts, routing, positions, signature = graph_of(w, gpu)
+  local name, nodes, plan, opts, routing, positions, signature, fused = graph_of(w, gpu)
   -- what building found, as text (`warnings`) and each warning's id beside it (`warning_ids`: function_checks')
   local warnings, warning_ids = {}, {}
   local function warn(id, text)
@@ -1981,6 +1983,9 @@ function M.build(spec, gpu)
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
            max_positions = positions, model_warnings = M.model_warnings(w.model),
+           -- under fusion: each fused node's members' forward kernels, unfused, by the fused node's name (neusight.fusion
+           -- apply), which neusight.pipeline prices beside it (neusight.fusion cap); nil without fusion
+           fused_members = fused,
            -- "eager" | "sdpa": what the graph ran (the default depends on dtype and family); a decode step's attention
            -- is the decode kernel whatever it says (neusight.nodes decode_attention): none there
            attention = opts.phase ~= "decode" and opts.attention or nil }

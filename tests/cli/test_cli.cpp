@@ -741,6 +741,40 @@ TEST_CASE("predict --fusion and --flash-attention say the fusion in JSON and the
   CHECK_THAT(plain.out.substr(0, plain.out.find('\n')), Catch::Matchers::Contains(", fused (torch.compile-style))"));
 }
 
+// A fused kernel does its members' work in one pass, reading and writing less: it is priced no slower than the members
+// priced unfused and summed (neusight.fusion cap, weights/FUSION_CAP_RULE.md). The unfused forecast of the same run
+// prices the members; the MLP extrapolating on a layer norm with 1.5x its usual bytes priced GPT-2 Large's residual
+// add + LayerNorm on an L40S at 17.03 ms fused against 12.71 ms for the add and the layer norm apart.
+TEST_CASE("predict --fusion never prices a fused kernel above its members summed", "[cli][fusion]") {
+  for (const std::string run : {"--model gpt2_large --gpu l40s --mode inference --batch 4 --seq 1024",
+                                "--model bert_large --gpu l40s --mode inference --batch 8 --seq 512"}) {
+    CAPTURE(run);
+    const json eager = parse_json(run_cli("predict " + run + " --format json"));
+    std::map<std::string, double> ms;  // forward ms of each unfused node
+    for (const auto& op : eager["ops"])
+      if (op["phase"] == "forward") ms[op["name"].get<std::string>()] += op["ms"].get<double>();
+    for (const std::string flag : {"--fusion", "--flash-attention"}) {
+      CAPTURE(flag);
+      const json fused = parse_json(run_cli("predict " + run + " " + flag + " --format json"));
+      int groups = 0, capped = 0;
+      for (const auto& op : fused["ops"]) {
+        if (!op.contains("fused")) continue;
+        double members = 0;
+        for (const auto& m : op["fused"]) members += ms.count(m.get<std::string>()) ? ms.at(m.get<std::string>()) : 0;
+        CAPTURE(op["name"], members);
+        CHECK(op["ms"].get<double>() <= members * (1 + 1e-9));
+        ++groups;
+        if (op.value("fused_capped", false)) ++capped;
+      }
+      CHECK(groups >= 4);
+      CHECK(capped >= 1);  // the residual add + layer norm (the audit's case) binds
+    }
+  }
+  const auto table = run_cli("predict --model gpt2_large --gpu l40s --mode inference --batch 4 --seq 1024 --fusion");
+  REQUIRE(table.code == 0);
+  CHECK_THAT(table.out, Catch::Matchers::Contains("h.ln_2  [capped: priced as its members summed"));
+}
+
 TEST_CASE("predict --fusion refuses training", "[cli][fusion]") {
   const auto r = run_cli("predict --model gpt2_large --gpu a100_pcie_40gb --mode train --batch 4 --seq 1024 --fusion");
   CHECK(r.code == 1);

@@ -81,6 +81,40 @@ function T.test_residual_add_reads_the_residual_stream()
   eq(k[1].flops, (1 + 6) * 4096 * 1280, "add + layer norm FLOPs")
 end
 
+-- neusight.fusion cap: a fused kernel priced above its members unfused (apply's `members`: each member's own forward
+-- kernels) is priced as their sum, its run seconds scaled by sum / fused; below it, it is left as it is.
+function T.test_cap_prices_a_fused_kernel_no_slower_than_its_members_summed()
+  local x = { 4, 1024, 1280 }
+  local res = ew("add", "res", { x, x }, x)
+  res.attrs = { fused_external = 1 }
+  local nodes, members = fusion.apply { ew("dropout", "drop", { x }, x), res, ew("layernorm", "ln", { x }, x) }
+  local name = nodes[1].name
+  local parts = {}
+  for _, k in ipairs(members[name]) do parts[#parts + 1] = K.describe(k) end
+  eq(table.concat(parts, " "), "VECadd(4096,1280) VECln(4096,1280)", "the members' own kernels (eval dropout: none)")
+  local fused_k = forward(nodes[1])[1]
+  fused_k.node, fused_k.phase, fused_k.layer, fused_k.count = name, "forward", "h", 36
+  local other = { kind = "gemm", name = "Linear", node = "fc", phase = "forward" }
+  local function price_with(fused_s)  -- the predictor: the fused layer-norm kernel at fused_s, add 2, layer norm 3
+    return function(ks)
+      local out = {}
+      for i, k in ipairs(ks) do
+        eq(k.node, nil, "priced without its node's fields")
+        out[i] = K.describe(k) == "VECadd(4096,1280)" and 2 or k.bytes == fused_k.bytes and fused_s or 3
+      end
+      return out
+    end
+  end
+  local seconds, capped = fusion.cap({ other, fused_k }, { 7, 16 }, members, price_with(8))
+  eq(seconds[1], 7, "an unfused kernel untouched")
+  eq(seconds[2], 16 * 5 / 8, "run seconds scaled by members / fused")
+  eq(capped[name].fused_s, 8, "fused price")
+  eq(capped[name].members_s, 5, "members' price")
+  seconds, capped = fusion.cap({ other, fused_k }, { 7, 16 }, members, price_with(4))
+  eq(seconds[2], 16, "a fused kernel below its members: as it is")
+  eq(capped, nil, "none capped")
+end
+
 function T.test_attention_softmax_absorbs_scale_mask_and_dropout()
   local s, scores = 1024, { 4, 20, 1024, 1024 }
   local heads = { 4, 20, 1024, 64 }
