@@ -86,9 +86,9 @@ struct kernel {
   // into tile_split slices, each a thread block of its own (tile_split × the output tiles in all), as cuBLAS' split-K
   // / stream-K kernels do when the output tiles alone cannot fill the SMs (scripts/tiling/gemm.lua).
   int64_t tile_split = 1;
-  // An NVIDIA fp32 GEMM's alternative tile (scripts/tiling/gemm.lua: the rule's tile for twice its rows, where it
-  // differs; weights/TILE_SWITCH_RULE.md): the neusight predictor prices the kernel with it too and takes the lesser.
-  // 0: none.
+  // An NVIDIA fp32 GEMM's alternative tile (scripts/tiling/gemm.lua: the rule's tile for twice its rows in whole row
+  // bands, where it differs; weights/TILE_SWITCH_RULE.md): the neusight predictor prices the kernel with it too and
+  // takes the lesser. 0: none.
   int64_t tile_alt_m = 0, tile_alt_k = 0, tile_alt_split = 1;
   // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
   // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.

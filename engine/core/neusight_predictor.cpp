@@ -420,8 +420,9 @@ class neusight_predictor final : public predictor {
   };
 
   // The tile switch (weights/TILE_SWITCH_RULE.md): a GEMM whose tile rule names an alternative tile (an NVIDIA fp32
-  // GEMM: the rule's tile for twice its rows, where it differs; scripts/tiling/gemm.lua) is also priced as itself with
-  // that tile, appended to `all` (`kernels` first when it is empty), and takes the lesser (a use of count 1).
+  // GEMM: the rule's tile for twice its rows in whole row bands, where it differs; scripts/tiling/gemm.lua) is also
+  // priced as itself with that tile, appended to `all` (`kernels` first when it is empty), and takes the lesser (a use
+  // of count 1).
   static void tile_alternatives(const std::vector<kernel_instance>& kernels, std::vector<kernel_instance>& all,
                                 std::vector<piece_use>& uses) {
     for (size_t i = 0; i < kernels.size(); ++i) {

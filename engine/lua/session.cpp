@@ -1567,7 +1567,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
           throw error(r.what() + ": split must be between 1 and the reduction length n = " + std::to_string(k->n));
       }
       k->tile_alt_m = 0, k->tile_alt_k = 0, k->tile_alt_split = 1;
-      if (r.has("alt_tile_m") || r.has("alt_tile_k")) {  // the tile a row doubling above (weights/TILE_SWITCH_RULE.md)
+      if (r.has("alt_tile_m") || r.has("alt_tile_k")) {  // the tile a row doubling above, by whole row bands (weights/TILE_SWITCH_RULE.md)
         k->tile_alt_m = r.integer("alt_tile_m"), k->tile_alt_k = r.integer("alt_tile_k");
         k->tile_alt_split = r.integer_or("alt_split", 1);
         if (k->tile_alt_m < 1 || k->tile_alt_k < 1 || k->tile_alt_m > max_gemm_tile || k->tile_alt_k > max_gemm_tile)
