@@ -1336,11 +1336,11 @@ function M.kv_cache_window(nodes)
 end
 
 -- A config table's keys against the fields its builder reads (README "Writing a model builder"): a builder lists them
--- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
--- check is neusight.models.check fields, the one the bundled builders' build() also runs (a model function may call
--- a builder directly); here it covers a builder of your own (--scripts DIR/neusight/models/<arch>.lua) whose build()
--- does not, and one that lists no M.FIELDS is refused, since a misspelt field would reach its build() as nil,
--- silently a default.
+-- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind
+-- M.fields(model_type) (llama, moe, deepseek). The check is neusight.models.check fields, the one the bundled builders'
+-- build() also runs (a model function may call a builder directly); here it covers a builder of your own
+-- (--scripts DIR/neusight/models/<arch>.lua) whose build() does not, and one that lists no M.FIELDS is refused, since
+-- a misspelt field would reach its build() as nil, silently a default.
 local function fields_check(cfg, builder)
   local who = ("%s model '%s'"):format(tostring(cfg.arch), tostring(cfg.name or "?"))
   if type(builder.FIELDS) == "table" then
