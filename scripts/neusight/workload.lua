@@ -1246,9 +1246,11 @@ local function checkpoint_dtype_note(w)
 end
 
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
---- `warnings`): what its model's config file says that is not read (M.model_warnings); a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
---- and inference count seq, decode context + 1); a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
---- weight-only quantisation (no such GEMM kernel in the training data); then each field given that changes nothing
+--- `warnings`): what its model's config file says that is not read (M.model_warnings), its torch_dtype under the
+--- default dtype among it (checkpoint_dtype_note); a sequence beyond a rotary model's max_position_embeddings
+--- (M.position_limit; prefill, training and inference count seq, decode context + 1); a quantised KV cache in decode
+--- (the attention_decode MLP was trained on bf16 caches only) and weight-only quantisation (no such GEMM kernel in the
+--- training data); then each field given that changes nothing
 --- (a parallel-only field on one GPU, a training-only one in inference: ignored_fields above).
 ---@param w neusight.Workload
 ---@return string[]
