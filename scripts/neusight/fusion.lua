@@ -245,13 +245,16 @@ local NODE_FIELDS = { node = true, layer = true, count = true, phase = true }
 --- run.latencies()); `members`: M.apply's; `price(kernels)` → the predictor's seconds of each (ns.predict with the
 --- run's GPU and predictor). A fused node whose forward kernels the predictor prices above its members' sum has its
 --- seconds scaled by sum / fused (what the run put on top of the predictor's price — launch mode, calibration — carries
---- over). Returns the seconds (a new array) and, by fused node name, { fused_s, members_s } of the ones capped (the
---- predictor's per-launch seconds), nil when none is.
+--- over). Returns the seconds (a new array; `seconds` itself when no kernel is a fused node's) and, by fused node name,
+--- { fused_s, members_s } of the ones capped (the predictor's per-launch seconds), nil when none is.
 function M.cap(kernels, seconds, members, price)
   local order, at = {}, {}  -- fused nodes in kernel order; at[name] = { kernel indices }
   for i, k in ipairs(kernels) do
     if k.phase == "forward" and members[k.node] then
-      if not at[k.node] then at[k.node] = {} order[#order + 1] = k.node end
+      if not at[k.node] then
+        at[k.node] = {}
+        order[#order + 1] = k.node
+      end
       local list = at[k.node]
       list[#list + 1] = i
     end

@@ -61,9 +61,6 @@ local precision = require "neusight.precision"
 
 local M = {}
 
--- The predictors ns.predict prices other kernels with.
-local BUILT_IN = { neusight = true, roofline = true, ["roofline-reference"] = true }
-
 -- Whether the run forecasts fp8 (W8A8) GEMMs of a workload, in inference (inference, prefill, decode) or training
 -- (whose forward GEMMs are compared too: fp8 training forecast slower than bf16 was said by nothing but
 -- neusight.workload's out-of-data warning): its report fields say the dtype. A run without them (an older --scripts
@@ -97,7 +94,8 @@ end
 local function fused_run(run)
   local f = run.fields
   return type(f) == "table" and type(f.fused_members) == "table" and next(f.fused_members) ~= nil
-    and type(run.gpu_spec) == "function" and type(run.predictor) == "function" and BUILT_IN[run.predictor()] == true
+    and type(run.gpu_spec) == "function" and type(run.predictor) == "function"
+    and precision.built_in_predictor(run.predictor())
 end
 
 -- neusight.fusion cap on the run's latencies (run.predict() before): a fused kernel priced above its members summed

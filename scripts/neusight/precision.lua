@@ -245,10 +245,17 @@ function M.state_report(s, params, recipe, gpu_mem_gb, unreported, reported_gib)
   }
 end
 
+-- The predictors ns.predict has (engine/lua/prelude.lua): the built-in ones, not a Lua predictor's file.
+local BUILT_IN = { neusight = true, roofline = true, ["roofline-reference"] = true }
+
+--- Whether ns.predict has the predictor `name` (a built-in one): what prices kernels beside a run's own
+--- (fp8_bf16_price's bf16 twins; neusight.pipeline's fused kernels' members). A Lua predictor's are not compared.
+function M.built_in_predictor(name) return BUILT_IN[name] == true end
+
 --- The pricing fp8_gemm_warning compares with: bf16 twins priced by the built-in predictor `name` on `gpu` (the
 --- GPU's plain table) through ns.predict, or nil for a predictor ns.predict does not have (a Lua one: not compared).
 function M.fp8_bf16_price(gpu, name)
-  if name ~= "neusight" and name ~= "roofline" and name ~= "roofline-reference" then return nil end
+  if not M.built_in_predictor(name) then return nil end
   return function(twins) return require("neusight").predict(twins, gpu, name) end
 end
 

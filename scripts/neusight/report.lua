@@ -29,8 +29,8 @@ local ms = 1e3
 
 -- The JSON document's fields, in order; the figures a rule puts beside latency_ms go right after it.
 local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
-  "context", "dtype", "kv_dtype", "weight_dtype", "attention", "fusion", "precision", "precision_convention", "optimizer", "optimizer_impl",
-  "layers", "latency_ms" }
+  "context", "dtype", "kv_dtype", "weight_dtype", "attention", "fusion", "precision", "precision_convention", "optimizer",
+  "optimizer_impl", "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "flops_scope", "params",
   "params_scope",
   "active_params",

@@ -1246,9 +1246,11 @@ local function checkpoint_dtype_note(w)
 end
 
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
---- `warnings`): what its model's config file says that is not read (M.model_warnings); a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
---- and inference count seq, decode context + 1); a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
---- weight-only quantisation (no such GEMM kernel in the training data); then each field given that changes nothing
+--- `warnings`): what its model's config file says that is not read (M.model_warnings), its torch_dtype under the
+--- default dtype among it (checkpoint_dtype_note); a sequence beyond a rotary model's max_position_embeddings
+--- (M.position_limit; prefill, training and inference count seq, decode context + 1); a quantised KV cache in decode
+--- (the attention_decode MLP was trained on bf16 caches only) and weight-only quantisation (no such GEMM kernel in the
+--- training data); then each field given that changes nothing
 --- (a parallel-only field on one GPU, a training-only one in inference: ignored_fields above).
 ---@param w neusight.Workload
 ---@return string[]
@@ -1336,11 +1338,11 @@ function M.kv_cache_window(nodes)
 end
 
 -- A config table's keys against the fields its builder reads (README "Writing a model builder"): a builder lists them
--- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind M.fields(model_type) (llama, moe, deepseek). The
--- check is neusight.models.check fields, the one the bundled builders' build() also runs (a model function may call
--- a builder directly); here it covers a builder of your own (--scripts DIR/neusight/models/<arch>.lua) whose build()
--- does not, and one that lists no M.FIELDS is refused, since a misspelt field would reach its build() as nil,
--- silently a default.
+-- in M.FIELDS (name and arch, every config table's, need not be listed), or checks them itself behind
+-- M.fields(model_type) (llama, moe, deepseek). The check is neusight.models.check fields, the one the bundled builders'
+-- build() also runs (a model function may call a builder directly); here it covers a builder of your own
+-- (--scripts DIR/neusight/models/<arch>.lua) whose build() does not, and one that lists no M.FIELDS is refused, since
+-- a misspelt field would reach its build() as nil, silently a default.
 local function fields_check(cfg, builder)
   local who = ("%s model '%s'"):format(tostring(cfg.arch), tostring(cfg.name or "?"))
   if type(builder.FIELDS) == "table" then
