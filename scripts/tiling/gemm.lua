@@ -594,12 +594,12 @@ end
 -- 4096 -> 14336: 2000 rows 5.60 ms with 128x32, 2048 rows 3.85 ms with 128x64; the A100's measurements show the
 -- library's own step is ~1.1x). cuBLAS picks among its kernels the one it expects fastest; so an NVIDIA fp32 GEMM
 -- also names the tile the same rule gives it with twice its rows rounded up to whole row bands of its rule tile t,
--- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split for its own shape) where that tile
--- differs, and the neusight predictor prices the GEMM with both tiles and takes the lesser
--- (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The rounding (second round,
--- "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did not, though both are 32
--- row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to 1024 tokens; rows of the
--- same row bands now get the same alternative.
+-- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split of the GEMM's own shape, not
+-- the doubled one, with that tile) where that tile differs, and the neusight predictor prices the GEMM with both tiles
+-- and takes the lesser (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The
+-- rounding (second round, "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did
+-- not, though both are 32 row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to
+-- 1024 tokens; rows of the same row bands now get the same alternative.
 local function rows_doubled(s, t)
   local d = {}
   for key, v in pairs(s) do d[key] = v end
