@@ -588,6 +588,13 @@ local function fp32_split(s, t)
   return split, split
 end
 
+-- The rules' shape `s` with its output elements (s.out = b * m * k, data convention: n is the reduction) set: the one
+-- formula of them, for select's shape and rows_doubled's.
+local function with_out(s)
+  s.out = s.b * s.m * s.k
+  return s
+end
+
 -- The row switches of the NVIDIA fp32 rules (weights/TILE_SWITCH_RULE.md). A rule hands a GEMM of fewer rows another
 -- tile at a threshold (ampere Linear: 128x32 below 2048 rows with a reduction >= 4096, 128x64 from 2048 on), and the
 -- MLP, beyond its training GPUs, prices the tile below the threshold far above the one above it (B200 fp32 Linear
@@ -604,8 +611,7 @@ local function rows_doubled(s, t)
   local d = {}
   for key, v in pairs(s) do d[key] = v end
   d.m = 2 * cdiv(s.m, t.b) * t.b
-  d.out = d.b * d.m * d.k
-  return d
+  return with_out(d)
 end
 
 local function check_dim(k, name)
@@ -629,9 +635,8 @@ function M.select(k, gpu)
     error(fmt("scripts/tiling/gemm.lua: select(): unknown family '%s' (expected 'bmm' or 'linear')",
       tostring(family)), 2)
   end
-  local s = { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
-              sm = gpu.num_sm }
-  s.out = s.b * s.m * s.k
+  local s = with_out { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
+                       sm = gpu.num_sm }
   if M.tensor_dtypes[k.dtype] and gpu.vendor == "nvidia" then return tc_select(s, gpu, k.dtype) end
   local fam = family_of(gpu)
   local rule = rules[fam]
