@@ -346,15 +346,15 @@ function M.widen(d_t, d_f)
   return math.min(d_t / d_f, M.widen_cap)
 end
 
--- The range of the GPUs the weights of family `name` were trained on: r.trained_gpus[name], their manifests'
--- training.gpus (weights/<vendor>/<family>/model.toml: the weights the forecast used), each GPU's table. The one rule
--- of "the training GPUs' range", for both of its uses: the out-of-distribution check (M.parts: SMs, bandwidth, the
--- family's peak `peak_field` when given, architectures) and the per-SM bandwidth / memory warning (M.range_warnings:
--- the training GPUs with the most of each per SM). Memoised per list (the engine hands the same table to every
--- forecast of a session) and peak field. Returns { num_sm, mem_bw_gbps, peak_tflops (spans [low, high]), peak_field,
--- architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why none can be made and the
--- training GPU without a GPU file (if that is why).
--- `trained`: r.trained_gpus (or ns.trained_gpus's), `vendor` the GPU's (for the message).
+-- The range of the GPUs the weights of family `name` were trained on: trained[name] (`trained`: r.trained_gpus, or
+-- ns.trained_gpus's), their manifests' training.gpus (weights/<vendor>/<family>/model.toml: the weights the forecast
+-- used), each GPU's table; `vendor` the GPU's (for the message). The one rule of "the training GPUs' range", for both
+-- of its uses: the out-of-distribution check (M.parts: SMs, bandwidth, the family's peak `peak_field` when given,
+-- architectures) and the per-SM bandwidth / memory rule (M.per_sm_beyond: the training GPUs with the most of each per
+-- SM). Memoised per list (the engine hands the same r.trained_gpus table to every forecast of a session;
+-- ns.trained_gpus makes a fresh one each call) and peak field. Returns { num_sm, mem_bw_gbps, peak_tflops (spans
+-- [low, high]), peak_field, architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why
+-- none can be made and the training GPU without a GPU file (if that is why).
 local range_memo = setmetatable({}, { __mode = "k" })
 local function training_range(trained, vendor, name, peak_field)
   local list = (trained or {})[name]

@@ -588,24 +588,30 @@ local function fp32_split(s, t)
   return split, split
 end
 
+-- The rules' shape `s` with its output elements (s.out = b * m * k, data convention: n is the reduction) set: the one
+-- formula of them, for select's shape and rows_doubled's.
+local function with_out(s)
+  s.out = s.b * s.m * s.k
+  return s
+end
+
 -- The row switches of the NVIDIA fp32 rules (weights/TILE_SWITCH_RULE.md). A rule hands a GEMM of fewer rows another
 -- tile at a threshold (ampere Linear: 128x32 below 2048 rows with a reduction >= 4096, 128x64 from 2048 on), and the
 -- MLP, beyond its training GPUs, prices the tile below the threshold far above the one above it (B200 fp32 Linear
 -- 4096 -> 14336: 2000 rows 5.60 ms with 128x32, 2048 rows 3.85 ms with 128x64; the A100's measurements show the
 -- library's own step is ~1.1x). cuBLAS picks among its kernels the one it expects fastest; so an NVIDIA fp32 GEMM
 -- also names the tile the same rule gives it with twice its rows rounded up to whole row bands of its rule tile t,
--- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split for its own shape) where that tile
--- differs, and the neusight predictor prices the GEMM with both tiles and takes the lesser
--- (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The rounding (second round,
--- "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did not, though both are 32
--- row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to 1024 tokens; rows of the
--- same row bands now get the same alternative.
+-- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split of the GEMM's own shape, not
+-- the doubled one, with that tile) where that tile differs, and the neusight predictor prices the GEMM with both tiles
+-- and takes the lesser (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The
+-- rounding (second round, "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did
+-- not, though both are 32 row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to
+-- 1024 tokens; rows of the same row bands now get the same alternative.
 local function rows_doubled(s, t)
   local d = {}
   for key, v in pairs(s) do d[key] = v end
   d.m = 2 * cdiv(s.m, t.b) * t.b
-  d.out = d.b * d.m * d.k
-  return d
+  return with_out(d)
 end
 
 local function check_dim(k, name)
@@ -629,9 +635,8 @@ function M.select(k, gpu)
     error(fmt("scripts/tiling/gemm.lua: select(): unknown family '%s' (expected 'bmm' or 'linear')",
       tostring(family)), 2)
   end
-  local s = { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
-              sm = gpu.num_sm }
-  s.out = s.b * s.m * s.k
+  local s = with_out { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
+                       sm = gpu.num_sm }
   if M.tensor_dtypes[k.dtype] and gpu.vendor == "nvidia" then return tc_select(s, gpu, k.dtype) end
   local fam = family_of(gpu)
   local rule = rules[fam]

@@ -28,11 +28,12 @@ for fam, p in pairs(FORM) do
   end
 end
 
--- The families of FORM whose GPU `gpu` (NVIDIA only: the form was fitted there) is beyond the per-SM bandwidth or
--- memory of the GPUs their weights were trained on: the range warning's rule (neusight.uncertainty per_sm_beyond) over
--- the neusight predictor's manifests (ns.trained_gpus: --weights DIR's). A family whose range is unknown (no manifest
--- list, a training GPU without a GPU file: the range warning says so) keeps the MLP.
-local function beyond(gpu)
+-- The families of FORM ({ family = true }) for which the GPU `gpu` (NVIDIA only: the form was fitted there) is beyond
+-- the per-SM bandwidth or memory of the GPUs their weights were trained on: the range warning's rule
+-- (neusight.uncertainty per_sm_beyond) over the neusight predictor's manifests (ns.trained_gpus: --weights DIR's). A
+-- family whose range is unknown (no manifest list, a training GPU without a GPU file: the range warning says so) keeps
+-- the MLP.
+local function families_beyond(gpu)
   local out = {}
   if gpu.vendor ~= "nvidia" then return out end
   local trained = require("neusight").trained_gpus("neusight", gpu.vendor)
@@ -50,7 +51,7 @@ return {
   predict = function(kernels, gpu)
     local ns = require "neusight"
     local s = ns.predict(kernels, gpu, "neusight")
-    local formed = beyond(gpu)
+    local formed = families_beyond(gpu)
     if next(formed) == nil then return s end
     local roof
     local bw = gpu.mem_bw_gbps * 1e9
