@@ -317,7 +317,7 @@ function M.envelope(k, from, to)
     local has, lacks = from, to
     if given(b) then has, lacks = to, from end
     error(("neusight.scale envelope: %s gives no %s but %s does (%s): the envelope of the GPUs' resource ratios "
-      .. "cannot leave it out (a narrower bound, said by nothing); give it in the GPU file"):format(gpu_name(lacks),
+      .. "cannot leave it out (that would narrow the bound without a word); give it in the GPU file"):format(gpu_name(lacks),
       what, gpu_name(has), tostring(has[what])), 0)
   end
   for _, f in ipairs(M.envelope_fields) do take(from[f], to[f], f) end

@@ -265,7 +265,7 @@ function M.test_physics_envelope_refuses_a_resource_one_gpu_lacks()
   local ok, err = pcall(S.destination, k, a, b)
   eq(ok, false, "a GPU without l2_mb against one with it is refused")
   eq(err, "neusight.scale envelope: B gives no l2_mb but A does (50): the envelope of the GPUs' resource ratios "
-    .. "cannot leave it out (a narrower bound, said by nothing); give it in the GPU file", "the message")
+    .. "cannot leave it out (that would narrow the bound without a word); give it in the GPU file", "the message")
   a.l2_mb = nil
   local t = S.destination(k, a, b)
   eq(math.abs(t / (k.from_s * 4800 / 8000) - 1) < 1e-12, true, "neither gives it: bounded by the rest (got " .. t .. ")")
