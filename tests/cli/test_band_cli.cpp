@@ -830,12 +830,20 @@ TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-d
   CHECK_FALSE(roof.contains("band_spread"));
 }
 
+namespace {
+// `--gpu '<copy>'` of the bundled GPU file `bundled` copied into `t` as `name` (a calibration writes its factors there,
+// never into the source tree's file).
+std::string gpu_copy_arg(const temp_dir& t, const std::string& bundled, const std::string& name) {
+  fs::copy_file(ns_test::source_dir / "gpus" / bundled, t.path / name);
+  return "--gpu '" + (t.path / name).string() + "'";
+}
+}  // namespace
+
 // --calibrate with a PyTorch-profiler trace of the GPU (tests/fixtures/traces/hf: recorded on an H200, used here for
 // the mechanics only): per family, the trace's measured time of its GEMM/attention ops against our forecast of them.
 TEST_CASE("calibrate: from a profiler trace, each family's factor is its measured over forecast time", "[cli][calibrate]") {
   temp_dir t;
-  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
-  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string gpu = gpu_copy_arg(t, "h200_sxm_141gb.toml", "h200.toml");
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
   const json fit = run_json("predict " + gpu + " --predictor roofline --calibrate '" + trace + "'");
   const fs::path file = t.path / "h200.calibration.toml";
@@ -869,8 +877,7 @@ TEST_CASE("calibrate: from a profiler trace, each family's factor is its measure
 TEST_CASE("calibrate: a trace of another phase says why decode steps are not calibrated - an inference trace",
           "[cli][calibrate]") {
   temp_dir t;
-  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
-  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string gpu = gpu_copy_arg(t, "h200_sxm_141gb.toml", "h200.toml");
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/mixtral-bf16-inference.json").string();
   const std::string out = run_cli("predict " + gpu + " --calibrate '" + trace + "'").out;
   CHECK(out.find("not calibrated (an inference trace; a measured decode step calibrates them)") != std::string::npos);
@@ -885,8 +892,7 @@ TEST_CASE("calibrate: a trace of another phase says why decode steps are not cal
 TEST_CASE("calibrate: a trace family with microseconds of measured time gets no factor - a decode trace fits decode factors",
           "[cli][calibrate]") {
   temp_dir t;
-  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
-  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string gpu = gpu_copy_arg(t, "h200_sxm_141gb.toml", "h200.toml");
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/llama-bf16-decode.json").string();
   const std::string fp32 = "predict --model gpt2_large " + gpu + " --batch 4 --seq 1024 --mode inference";
   const double before = run_json(fp32)["latency_ms"].get<double>();
@@ -926,8 +932,7 @@ TEST_CASE("calibrate: a trace family with microseconds of measured time gets no 
 TEST_CASE("calibrate: a trace of another GPU, or a trace with a workload, is an error and writes nothing",
           "[cli][calibrate]") {
   temp_dir t;
-  fs::copy_file(ns_test::source_dir / "gpus" / "a100_sxm4_80gb.toml", t.path / "a100.toml");
-  const std::string gpu = "--gpu '" + (t.path / "a100.toml").string() + "'";
+  const std::string gpu = gpu_copy_arg(t, "a100_sxm4_80gb.toml", "a100.toml");
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
   auto r = run_cli("predict " + gpu + " --calibrate '" + trace + "'");
   CHECK(r.code == 1);
