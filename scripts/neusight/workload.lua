@@ -1916,6 +1916,27 @@ function M.build(spec, gpu)
       .. "fused-attention measurement exists here); attention = \"eager\" prices the matmul-softmax-matmul chain the "
       .. "fp32 NeuSight traces measured"):format(w.dtype))
   end
+  -- --flash-attention fuses eager matmul → softmax → matmul blocks (neusight.fusion): with none in the graph (sdpa attention,
+  -- already one FlashAttention kernel per layer; a decode step; a builder whose eager chain the pass does not match) it
+  -- fuses no attention, and says so rather than leave a forecast that reads as flash-attention's
+  local fopts = w.fusion and require("neusight.fusion").options(w.fusion)
+  if fopts and fopts.flash_attention then
+    local found = false
+    for _, n in ipairs(nodes) do
+      if n.op == "flash_attention" then found = true break end
+    end
+    if not found then
+      local sdpa = opts.attention == "sdpa"
+      warn("flash_attention_none", ("--flash-attention (fusion = \"flash_attention\"): model '%s' has no eager "
+        .. "matmul-softmax-matmul attention block to fuse (%s), so it changes nothing beyond --fusion's element-wise "
+        .. "fusion; %s"):format(tostring(name), sdpa
+          and "its attention is sdpa, already one fused FlashAttention kernel per layer"
+          or opts.phase == "decode" and "a decode step runs one decode-attention kernel per layer"
+          or "its attention chain is not one the fusion pass matches: scripts/neusight/fusion.lua",
+        sdpa and "give --attention eager (workload field attention = \"eager\") to fuse the eager chain, or --fusion alone"
+          or "give --fusion alone"))
+    end
+  end
   if plan and plan.training and plan.recompute == "selective" then
     local tagged = false
     for _, n in ipairs(nodes) do
