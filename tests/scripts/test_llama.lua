@@ -595,8 +595,12 @@ function T.test_errors()
   raises("llama model 'tiny': model_type \"mixtral\" is not supported (\"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
     .. "\"phi3\", \"gemma\" or \"gemma2\")",
     llama.build, with(TINY, { model_type = "mixtral" }), { batch = 1, seq = 8 })
-  raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\")",
-    llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\", or "
+    .. "\"swish\", HF's other name for it)", llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+  -- "swish" is HF's other name for SiLU (ACT2FN["swish"] is nn.SiLU): the same graph as "silu", not a refusal
+  local silu, swish = llama.build(TINY, { batch = 1, seq = 8 }), llama.build(with(TINY, { hidden_act = "swish" }), { batch = 1, seq = 8 })
+  eq(#swish, #silu, "swish: as many nodes as silu")
+  for i, n in ipairs(silu) do eq(swish[i].op .. " " .. swish[i].name, n.op .. " " .. n.name, "swish node " .. i) end
   raises("llama model 'tiny': field 'hidden_size' must be a positive integer (got 0)",
     llama.build, with(TINY, { hidden_size = 0 }), { batch = 1, seq = 8 })
   raises("llama model 'tiny': hidden_size (64) must be divisible by num_attention_heads (6), or head_dim be given",
@@ -846,7 +850,7 @@ function T.test_phi3_gemma_refusals()
     build, { model_type = "gemma", hidden_act = "gelu_new" })
   raises([[c.json: llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma2", hidden_activation = "silu" })
-  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu", or "swish", HF's other name for it)]],
     build, { model_type = "phi3", hidden_act = "gelu" })
   raises([[c.json: llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
     build, { model_type = "gemma2", attn_logit_softcapping = -1 })
