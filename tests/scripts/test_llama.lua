@@ -838,6 +838,20 @@ function T.test_gemma2_kernels()
   eq(dec["layers.self_attn.decode_attention"].inputs[2][3], 8192, "global decode")
 end
 
+-- A config.json's float where HF's config holds an int ("num_hidden_layers": 32.0) is refused with the file, line and
+-- key; the same whole float in a Lua config table (2^4) stays a count.
+function T.test_config_json_float_count()
+  local t = {}
+  for k, v in pairs(LLAMA32_1B_JSON) do t[k] = v end
+  t.num_hidden_layers = 16.0
+  raises([[c.json:7: llama model 'c': field 'num_hidden_layers' must be an integer (got 16.0, a JSON number with a fraction part or exponent: write 16)]],
+    llama.build, hf.from_config(t, "c.json", {}, { num_hidden_layers = 7 }), { batch = 1, seq = 8 })
+  t.num_hidden_layers, t.num_key_value_heads = 16, 8.5
+  raises([[c.json: llama model 'c': field 'num_key_value_heads' must be an integer (got 8.5, a JSON number with a fraction part or exponent: write a positive integer)]],
+    llama.build, hf.from_config(t, "c.json", {}), { batch = 1, seq = 8 })
+  llama.build(with(TINY, { num_hidden_layers = 2^1 }), { batch = 1, seq = 8 }) -- a Lua table's 2.0: a count
+end
+
 -- What the builder does not model is refused with the field named, never priced as something else.
 function T.test_phi3_gemma_refusals()
   local function from(t) return hf.from_config(t, "c.json", {}) end
