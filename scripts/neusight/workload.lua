@@ -1239,6 +1239,11 @@ local function checkpoint_dtype_note(w)
   if type(hf.config_dtype) ~= "function" then return nil end -- an older --scripts hf.lua
   local path, key, line, value = hf.config_dtype(w.model)
   local named = value and K.dtype_name(value)
+  if value and not named then -- "auto", a quantised "int8": no dtype the forecast could take from it, said not dropped
+    return ("%s%s: %s %q names no dtype neusight knows (float32, bfloat16, float16, …): the forecast runs in %s, the "
+      .. "default dtype; give --dtype (workload field dtype) to forecast another")
+      :format(path, line and ":" .. line or "", key, value, w.dtype)
+  end
   if not named or named == w.dtype then return nil end
   return ("%s%s: %s %q is not read: the forecast runs in %s, the default dtype (the model as from_pretrained loads it "
     .. "without torch_dtype); give --dtype %s (workload field dtype) to forecast it in its checkpoint's dtype")

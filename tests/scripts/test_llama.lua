@@ -710,6 +710,12 @@ function T.test_config_json_torch_dtype_not_read_is_warned()
   eq(#dtype_notes(bf16, {}, "fp32"), 0, "fp32 given: none")
   eq(#dtype_notes({ model_type = "llama", torch_dtype = "float32", num_hidden_layers = 1 }, {}), 0, "float32: none")
   eq(#dtype_notes({ model_type = "llama", num_hidden_layers = 1 }, {}), 0, "no torch_dtype: none")
+  -- a value naming no dtype ("auto": from_pretrained's choice at load time) is said, not dropped; a dtype given: none
+  local auto = { model_type = "llama", torch_dtype = "auto", num_hidden_layers = 1 }
+  eq(dtype_notes(auto, { torch_dtype = 9 })[1], [[l.json:9: torch_dtype "auto" names no dtype neusight knows (float32, ]]
+    .. [[bfloat16, float16, …): the forecast runs in fp32, the default dtype; give --dtype (workload field dtype) to ]]
+    .. [[forecast another]], "auto: said")
+  eq(#dtype_notes(auto, {}, "bf16"), 0, "auto with a dtype given: none")
   local v5 = dtype_notes({ model_type = "qwen3", dtype = "float16", num_hidden_layers = 1 }, {})
   eq(v5[1] and v5[1]:match('^l%.json: dtype "float16" is not read: the forecast runs in fp32') ~= nil, true,
     "transformers v5's dtype: " .. tostring(v5[1]))
