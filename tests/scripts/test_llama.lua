@@ -852,8 +852,8 @@ function T.test_config_json_float_count()
   t.num_hidden_layers = 16.0
   raises([[c.json:7: llama model 'c': field 'num_hidden_layers' must be an integer (got 16.0, a JSON number with a fraction part or exponent: write 16)]],
     llama.build, hf.from_config(t, "c.json", {}, { num_hidden_layers = 7 }), { batch = 1, seq = 8 })
-  t.num_hidden_layers, t.num_key_value_heads = 16, 8.5
-  raises([[c.json: llama model 'c': field 'num_key_value_heads' must be an integer (got 8.5, a JSON number with a fraction part or exponent: write a positive integer)]],
+  t.num_hidden_layers, t.num_key_value_heads = 16, 8e0
+  raises([[c.json: llama model 'c': field 'num_key_value_heads' must be an integer (got 8.0, a JSON number with a fraction part or exponent: write 8)]],
     llama.build, hf.from_config(t, "c.json", {}), { batch = 1, seq = 8 })
   llama.build(with(TINY, { num_hidden_layers = 2^1 }), { batch = 1, seq = 8 }) -- a Lua table's 2.0: a count
 end
