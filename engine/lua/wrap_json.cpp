@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -261,8 +262,20 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
 
 void json_config_push(lua_State* L, const std::string& text, const std::string& display) {
   json j;
+  // a key an object holds twice: JSON parsers keep one of them silently (nlohmann and Python's json, so HF, the last), so
+  // the file is refused with the key named, not forecast from whichever value a reader kept
+  std::vector<std::set<std::string>> keys;  // per open object, the keys read so far
+  std::string duplicate;
+  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = json::parse(text);
+    j = json::parse(text, on_event);
   } catch (const json::parse_error& e) {
     // what(): "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." → keep the tail.
     std::string what = e.what();
@@ -278,6 +291,9 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
     throw error(display + ": invalid JSON: " + what);
   }
   if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
+  if (!duplicate.empty())
+    throw error(display + ": key '" + duplicate + "' appears twice in one object (a JSON reader keeps one of them "
+                "silently: Python's json, so HF, the last); give it once");
   json_push(L, j, 0);
   lua_createtable(L, 0, 0);  // the null members, by name
   for (const auto& [k, v] : j.items()) {

@@ -1239,6 +1239,11 @@ local function checkpoint_dtype_note(w)
   if type(hf.config_dtype) ~= "function" then return nil end -- an older --scripts hf.lua
   local path, key, line, value = hf.config_dtype(w.model)
   local named = value and K.dtype_name(value)
+  if value and not named then -- "auto", a quantised "int8": no dtype the forecast could take from it, said not dropped
+    return ("%s%s: %s %q names no dtype neusight knows (float32, bfloat16, float16, …): the forecast runs in %s, the "
+      .. "default dtype; give --dtype (workload field dtype) to forecast another")
+      :format(path, line and ":" .. line or "", key, value, w.dtype)
+  end
   if not named or named == w.dtype then return nil end
   return ("%s%s: %s %q is not read: the forecast runs in %s, the default dtype (the model as from_pretrained loads it "
     .. "without torch_dtype); give --dtype %s (workload field dtype) to forecast it in its checkpoint's dtype")
@@ -1915,6 +1920,27 @@ function M.build(spec, gpu)
       .. "(AIConfigurator), so it prices these at the fp32 matrix peak, outside what it was trained on (no fp32 "
       .. "fused-attention measurement exists here); attention = \"eager\" prices the matmul-softmax-matmul chain the "
       .. "fp32 NeuSight traces measured"):format(w.dtype))
+  end
+  -- --flash-attention fuses eager matmul → softmax → matmul blocks (neusight.fusion): with none in the graph (sdpa attention,
+  -- already one FlashAttention kernel per layer; a decode step; a builder whose eager chain the pass does not match) it
+  -- fuses no attention, and says so rather than leave a forecast that reads as flash-attention's
+  local fopts = w.fusion and require("neusight.fusion").options(w.fusion)
+  if fopts and fopts.flash_attention then
+    local found = false
+    for _, n in ipairs(nodes) do
+      if n.op == "flash_attention" then found = true break end
+    end
+    if not found then
+      local sdpa = opts.attention == "sdpa"
+      warn("flash_attention_none", ("--flash-attention (fusion = \"flash_attention\"): model '%s' has no eager "
+        .. "matmul-softmax-matmul attention block to fuse (%s), so it changes nothing beyond --fusion's element-wise "
+        .. "fusion; %s"):format(tostring(name), sdpa
+          and "its attention is sdpa, already one fused FlashAttention kernel per layer"
+          or opts.phase == "decode" and "a decode step runs one decode-attention kernel per layer"
+          or "its attention chain is not one the fusion pass matches: scripts/neusight/fusion.lua",
+        sdpa and "give --attention eager (workload field attention = \"eager\") to fuse the eager chain, or --fusion alone"
+          or "give --fusion alone"))
+    end
   end
   if plan and plan.training and plan.recompute == "selective" then
     local tagged = false

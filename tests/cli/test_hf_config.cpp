@@ -114,6 +114,17 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + (t.path / "missing.json").string() + ": cannot read file\n");
 
+  // A key given twice (top level or nested) is refused with the key named: a JSON reader keeps one value silently.
+  const auto dup = t.write("dup.json", "{\"model_type\": \"gpt2\", \"n_layer\": 2,\n \"n_layer\": 48}");
+  r = run_cli("predict --model '" + dup.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + dup.string() + ": key 'n_layer' appears twice in one object (a JSON reader keeps one of "
+                     "them silently: Python's json, so HF, the last); give it once\n");
+  const auto nested = t.write("nested.json", R"({"model_type": "gpt2", "task_specific_params": {"a": {"x": 1, "x": 2}},
+    "b": {"x": 3}})");
+  r = run_cli("predict --model '" + nested.string() + "'" + flags);
+  CHECK(r.err.find(": key 'x' appears twice in one object") != std::string::npos);
+
   const auto arr = t.write("arr.json", "[1, 2]");
   r = run_cli("predict --model '" + arr.string() + "'" + flags);
   CHECK(r.err == "neusight: " + arr.string() + ": a model config must be a JSON object (got array)\n");

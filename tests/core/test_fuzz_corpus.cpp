@@ -151,15 +151,18 @@ TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an erro
       "g.csv:2: column 'OutputShape': expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got (4294967296, 4294967296)");
 }
 
-TEST_CASE("fuzz finding: a whole-number float in a config.json is the integer it equals, and node checks name the config", "[fuzz]") {
-  // found by fuzz_hf_config (regressions/hf_config/mixtral_vocab_size_1.0.loads.json): "vocab_size": 1.0 passed the
+TEST_CASE("fuzz finding: a whole-number float in a config.json is refused naming the key and node checks name the config", "[fuzz]") {
+  // found by fuzz_hf_config (regressions/hf_config/mixtral_vocab_size_1.0.json): "vocab_size": 1.0 passed the
   // builder's positive-integer check as a float and reached the op rules' shape check ("the output {2,8,1.0} has a
-  // dimension < 1"), whose message named "command line", not the config
+  // dimension < 1"), whose message named "command line", not the config. It was then taken as the integer it equals;
+  // since 2026-11-30 (issue 12) a config.json's float where HF's config holds an int is refused, the key named
   const std::string mixtral =
       R"({"model_type": "mixtral", "vocab_size": 1.0, "hidden_size": 64.0, "intermediate_size": 96,
           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4.0,
           "num_experts_per_tok": 2})";
-  CHECK_NOTHROW(ns_fuzz::hf_config(mixtral, "m"));
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(mixtral, "m"),
+                    Catch::StartsWith("m/config.json:1: moe model 'm': field 'vocab_size' must be an integer (got 1.0, "
+                                      "a JSON number with a fraction part or exponent: write 1)"));
   // a whole number beyond int64 is refused (found next: regressions/hf_config/deepseek_experts_per_tok_2.7e70.json,
   // where "%d" raised "number has no integer representation" in deepseek.lua)
   CHECK_THROWS_WITH(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "1e300"), "m"),

@@ -207,6 +207,16 @@ function T.test_eager_attention_nodes()
   eq(by["layers.self_attn.repeat_kv.k"], nil, "no repeat_kv")
 end
 
+-- hidden_act "swish" is HF's other name for SiLU (ACT2FN["swish"] is nn.SiLU): the same graph as "silu"; another is refused
+function T.test_swish_is_silu()
+  local silu = ds.build(TINY, { batch = 1, seq = 8 })
+  local swish = ds.build(with(TINY, { hidden_act = "swish" }), { batch = 1, seq = 8 })
+  eq(#swish, #silu, "swish: as many nodes as silu")
+  for i, n in ipairs(silu) do eq(swish[i].op .. " " .. swish[i].name, n.op .. " " .. n.name, "swish node " .. i) end
+  raises("deepseek model 'tiny': hidden_act \"gelu\" is not supported (DeepSeek's MLPs are SwiGLU: \"silu\", or \"swish\", "
+    .. "HF's other name for it)", ds.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+end
+
 -- The attention kernels with a narrower V (neusight.kernels.attention's dv).
 function T.test_attention_kernel_value_head_dim()
   local b, h, s, d, dv = 2, 16, 1024, 192, 128

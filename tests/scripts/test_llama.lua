@@ -595,8 +595,12 @@ function T.test_errors()
   raises("llama model 'tiny': model_type \"mixtral\" is not supported (\"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
     .. "\"phi3\", \"gemma\" or \"gemma2\")",
     llama.build, with(TINY, { model_type = "mixtral" }), { batch = 1, seq = 8 })
-  raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\")",
-    llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\", or "
+    .. "\"swish\", HF's other name for it)", llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+  -- "swish" is HF's other name for SiLU (ACT2FN["swish"] is nn.SiLU): the same graph as "silu", not a refusal
+  local silu, swish = llama.build(TINY, { batch = 1, seq = 8 }), llama.build(with(TINY, { hidden_act = "swish" }), { batch = 1, seq = 8 })
+  eq(#swish, #silu, "swish: as many nodes as silu")
+  for i, n in ipairs(silu) do eq(swish[i].op .. " " .. swish[i].name, n.op .. " " .. n.name, "swish node " .. i) end
   raises("llama model 'tiny': field 'hidden_size' must be a positive integer (got 0)",
     llama.build, with(TINY, { hidden_size = 0 }), { batch = 1, seq = 8 })
   raises("llama model 'tiny': hidden_size (64) must be divisible by num_attention_heads (6), or head_dim be given",
@@ -706,6 +710,12 @@ function T.test_config_json_torch_dtype_not_read_is_warned()
   eq(#dtype_notes(bf16, {}, "fp32"), 0, "fp32 given: none")
   eq(#dtype_notes({ model_type = "llama", torch_dtype = "float32", num_hidden_layers = 1 }, {}), 0, "float32: none")
   eq(#dtype_notes({ model_type = "llama", num_hidden_layers = 1 }, {}), 0, "no torch_dtype: none")
+  -- a value naming no dtype ("auto": from_pretrained's choice at load time) is said, not dropped; a dtype given: none
+  local auto = { model_type = "llama", torch_dtype = "auto", num_hidden_layers = 1 }
+  eq(dtype_notes(auto, { torch_dtype = 9 })[1], [[l.json:9: torch_dtype "auto" names no dtype neusight knows (float32, ]]
+    .. [[bfloat16, float16, …): the forecast runs in fp32, the default dtype; give --dtype (workload field dtype) to ]]
+    .. [[forecast another]], "auto: said")
+  eq(#dtype_notes(auto, {}, "bf16"), 0, "auto with a dtype given: none")
   local v5 = dtype_notes({ model_type = "qwen3", dtype = "float16", num_hidden_layers = 1 }, {})
   eq(v5[1] and v5[1]:match('^l%.json: dtype "float16" is not read: the forecast runs in fp32') ~= nil, true,
     "transformers v5's dtype: " .. tostring(v5[1]))
@@ -834,6 +844,20 @@ function T.test_gemma2_kernels()
   eq(dec["layers.self_attn.decode_attention"].inputs[2][3], 8192, "global decode")
 end
 
+-- A config.json's float where HF's config holds an int ("num_hidden_layers": 32.0) is refused with the file, line and
+-- key; the same whole float in a Lua config table (2^4) stays a count.
+function T.test_config_json_float_count()
+  local t = {}
+  for k, v in pairs(LLAMA32_1B_JSON) do t[k] = v end
+  t.num_hidden_layers = 16.0
+  raises([[c.json:7: llama model 'c': field 'num_hidden_layers' must be an integer (got 16.0, a JSON number with a fraction part or exponent: write 16)]],
+    llama.build, hf.from_config(t, "c.json", {}, { num_hidden_layers = 7 }), { batch = 1, seq = 8 })
+  t.num_hidden_layers, t.num_key_value_heads = 16, 8e0
+  raises([[c.json: llama model 'c': field 'num_key_value_heads' must be an integer (got 8.0, a JSON number with a fraction part or exponent: write 8)]],
+    llama.build, hf.from_config(t, "c.json", {}), { batch = 1, seq = 8 })
+  llama.build(with(TINY, { num_hidden_layers = 2^1 }), { batch = 1, seq = 8 }) -- a Lua table's 2.0: a count
+end
+
 -- What the builder does not model is refused with the field named, never priced as something else.
 function T.test_phi3_gemma_refusals()
   local function from(t) return hf.from_config(t, "c.json", {}) end
@@ -846,7 +870,7 @@ function T.test_phi3_gemma_refusals()
     build, { model_type = "gemma", hidden_act = "gelu_new" })
   raises([[c.json: llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
     build, { model_type = "gemma2", hidden_activation = "silu" })
-  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
+  raises([[c.json: llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu", or "swish", HF's other name for it)]],
     build, { model_type = "phi3", hidden_act = "gelu" })
   raises([[c.json: llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
     build, { model_type = "gemma2", attn_logit_softcapping = -1 })

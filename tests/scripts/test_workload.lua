@@ -582,6 +582,20 @@ function T.test_attention_implementation()
   eq(sdpa_warned(spec { model = "llama32_1b", dtype = "bf16", seq = 64, batch = 1 }), false, "bf16 sdpa: no warning")
   eq(workload.build(spec { model = "llama32_1b", dtype = "bf16", mode = "decode", seq = false, context = 64,
     batch = 1 }).attention, nil, "decode")
+  -- --flash-attention with no eager attention block to fuse says so, naming what to do (it was silent: sdpa's forecast
+  -- with element-wise fusion read as flash-attention's); an eager graph it fuses does not warn
+  local function flash_warning(w)
+    for _, t in ipairs(workload.build(w).warnings) do if t:find("--flash-attention", 1, true) then return t end end
+    return nil
+  end
+  local fl = { model = "llama32_1b", dtype = "bf16", seq = 64, batch = 1, mode = "inference", fusion = "flash_attention" }
+  local t = flash_warning(spec(fl)) or ""
+  assert(t:find("model 'llama32_1b' has no eager matmul-softmax-matmul attention block to fuse (its attention is sdpa",
+    1, true) and t:find("give --attention eager", 1, true), "sdpa + flash: warned, got " .. t)
+  fl.attention = "eager"
+  eq(flash_warning(spec(fl)), nil, "eager + flash: fused, no warning")
+  t = flash_warning(spec { model = "opt_13", seq = 64, batch = 1, mode = "inference", fusion = "flash_attention" }) or ""
+  assert(t:find("not one the fusion pass matches", 1, true), "opt eager (bmm chain): warned, got " .. t)
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
   local ok, err = pcall(workload.build, spec { model = "switchxl4", attention = "sdpa", seq = 512, batch = 1 })
   assert(not ok and tostring(err):find("field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa attention", 1, true), tostring(err))

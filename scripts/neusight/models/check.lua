@@ -81,13 +81,26 @@ function M.counts(who, cfg, required, optional, from)
     M.fail(from or cfg, key, ("%s: field '%s' must be a positive integer (got %s)")
       :format(who, key, null and "null, a JSON null" or shown(cfg[key])))
   end
+  -- a config.json's 32.0 where HF's config class holds an int: refused, the key named (transformers would pass the float
+  -- on to range() and nn.Linear, which raise); a Lua config's whole float (2^10) stays a count
+  local function float_in_file(key)
+    if math.type(cfg[key]) ~= "float" or not count_of(cfg[key]) then return end -- 1.5: not a count, said below
+    local hf = require "neusight.models.hf"
+    local _, in_file = hf.config_key(from or cfg, key)
+    if in_file then
+      M.fail(from or cfg, key, ("%s: field '%s' must be an integer (got %s, a JSON number with a fraction part or "
+        .. "exponent: write %d)"):format(who, key, shown(cfg[key]), count_of(cfg[key])))
+    end
+  end
   for _, key in ipairs(required) do
+    float_in_file(key)
     local n = count_of(cfg[key])
     if not n then bad(key) end
     cfg[key] = n
   end
   for _, key in ipairs(optional or {}) do
     if cfg[key] ~= nil then
+      float_in_file(key)
       local n = count_of(cfg[key])
       if not n then bad(key) end
       cfg[key] = n

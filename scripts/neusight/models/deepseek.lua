@@ -215,8 +215,9 @@ function M.config(cfg)
       checks.fail(cfg, k, ("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])))
     end
   end
-  if c.hidden_act ~= "silu" then
-    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (DeepSeek's MLPs are SwiGLU: \"silu\")")
+  if c.hidden_act ~= "silu" and c.hidden_act ~= "swish" then -- HF's ACT2FN maps "swish" to the same nn.SiLU
+    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (DeepSeek's MLPs are SwiGLU: \"silu\", or "
+      .. "\"swish\", HF's other name for it)")
       :format(who, show(c.hidden_act)))
   end
   local p = c.attention_dropout

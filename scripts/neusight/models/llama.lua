@@ -216,8 +216,9 @@ function M.resolve(cfg, family)
           .. "\"gelu_pytorch_tanh\")"):format(who, k, type(c[k]) == "string" and ("%q"):format(c[k]) or tostring(c[k])))
       end
     end
-  elseif act ~= "silu" then
-    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")")
+  elseif act ~= "silu" and act ~= "swish" then -- HF's ACT2FN maps "swish" to the same nn.SiLU
+    checks.fail(cfg, "hidden_act", ("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\", "
+      .. "or \"swish\", HF's other name for it)")
       :format(who, type(act) == "string" and ("%q"):format(act) or tostring(act)))
   end
   -- Gemma2's logit soft-capping (x / cap, tanh, · cap): a positive cap, or false (None) for none
