@@ -1059,6 +1059,9 @@ local function fill_defaults(nodes, w)
         .. "and attrs.tied name nodes)", i, n.name, names[n.name])
     end
     names[n.name] = i
+    -- a node's own dtype as --dtype takes it (node_error refused what is no dtype): the engine reads its names only,
+    -- and "bfloat16" stopped the build at scripts/neusight/rules.lua, naming neither the node nor its line
+    if n.dtype ~= nil then n.dtype = K.compute_dtype(n.dtype) end
     n.dtype = n.dtype or w.dtype
     n.layer = n.layer or ""
     n.count = n.count or 1

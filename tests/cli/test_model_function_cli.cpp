@@ -338,3 +338,19 @@ TEST_CASE("model function: the report's attention is what its graph ran, not the
   const json mlp_bf16 = run_json(t.write("mlp.lua", mlp("opts.batch", true)).string());
   CHECK_FALSE(mlp_bf16.contains("attention"));
 }
+
+TEST_CASE("model function: a node's dtype takes the names --dtype takes", "[cli][model_function]") {
+  // dtype = "bfloat16" on a node stopped the build at scripts/neusight/rules.lua ("unknown dtype 'bfloat16'"),
+  // naming neither the node nor the script's line; --dtype bfloat16 was taken
+  temp_dir t;
+  auto one = [&](const std::string& dtype) {
+    return run_json(t.write("n_" + dtype + ".lua",
+      "return {\n  model = function(opts)\n    local x = { opts.batch, opts.seq, 1024 }\n    return {\n"
+      "      { op = \"gelu\", name = \"act\", dtype = \"" + dtype + "\", inputs = { x }, output = x },\n"
+      "    }, \"act\"\n  end,\n  gpu = \"h100\", mode = \"inference\", batch = 8, seq = 512,\n}\n").string());
+  };
+  const json alias = one("bfloat16"), name = one("bf16");
+  CHECK(alias["ops"][0]["bytes"] == name["ops"][0]["bytes"]);
+  CHECK(alias["ops"][0]["bytes"].get<double>() == 2.0 * 2 * 8 * 512 * 1024);
+  CHECK(alias["ops"][0]["ms"] == name["ops"][0]["ms"]);
+}
