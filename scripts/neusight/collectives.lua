@@ -96,17 +96,18 @@ local function direct_send_recv(n, _, l)
   return l.alpha + n * l.beta
 end
 
--- Pairwise-exchange all-to-all: p−1 steps, each sending one n/p chunk to a different peer
--- (Thakur et al. 2005 §4.6, long-message algorithm). Inside a node, p−1 steps on the node's link. Across nodes each
--- chunk takes its own path: the p − g chunks for ranks off the node leave through the rank's NIC, the g − 1 for its
--- node's ranks over the node's link. NCCL posts every send and receive of an all-to-all at once (one grouped
--- send/recv), so the two parts run concurrently and the slower one sets the time (this engine's convention for
--- all-to-all; the ring-style collectives above run their levels one after the other). The rank on the node with the
+-- All-to-all: each rank sends one n/p chunk to each of its p − 1 peers (Thakur et al. 2005 §4.6). NCCL posts every
+-- send and receive of an all-to-all at once (one grouped send/recv kernel), so the chunks do not wait for one another:
+-- one step latency, then the (p − 1)/p·n bytes a rank sends over its link (nccl-tests on six GPUs: 512-byte
+-- all-to-alls take 6–10 µs at 2 GPUs and 0.3–0.7 µs more per GPU added, not the p − 1 steps of a pairwise exchange;
+-- weights/COLLECTIVES_RULE.md C). Across nodes each chunk takes its own path: the p − g chunks for ranks off the node
+-- leave through the rank's NIC, the g − 1 for its node's ranks over the node's link, both at once, so the slower part
+-- sets the time (the ring-style collectives above run their levels one after the other). The rank on the node with the
 -- fewest ranks (min_per_node) sends the most off its node, a rank on the largest (per_node) the most on it.
 local function pairwise_all_to_all(n, p, l)
-  if not l.spans_nodes then return (p - 1) * l.alpha + (p - 1) / p * n * l.beta end
+  if not l.spans_nodes then return l.alpha + (p - 1) / p * n * l.beta end
   local off, on = p - l.min_per_node, l.per_node - 1
-  return max(off * l.inter.alpha + off / p * n * l.inter.beta, on * l.intra.alpha + on / p * n * l.intra.beta)
+  return max(l.inter.alpha + off / p * n * l.inter.beta, l.intra.alpha + on / p * n * l.intra.beta)
 end
 
 M.algorithms = {
@@ -125,10 +126,12 @@ M.algorithms = {
 
 local show = T.show
 
--- The collectives NCCL's tuning model prices (src/graph/tuning.cc): each call pays its algorithm's fixed LL latency
--- once (topology.base_seconds, the one source of the latency rule) on top of the α–β time. Point-to-point sends and
--- all-to-all (grouped sends, outside that table) pay only their steps.
-M.BASE_LATENCY_OPS = { all_reduce = true, all_gather = true, reduce_scatter = true, broadcast = true }
+-- The collectives that pay a fixed latency once per call (topology.base_seconds, the one source of the latency rule) on
+-- top of the α–β time: those NCCL's tuning model prices (src/graph/tuning.cc), its algorithm's LL base, and the
+-- all-to-all, one grouped send/recv kernel whose fixed cost nccl-tests measures as large as the ring's (6–10 µs at
+-- 2 GPUs; weights/COLLECTIVES_RULE.md C); it pays the ring's. A point-to-point send pays only its step (nccl.csv
+-- measures no send/recv).
+M.BASE_LATENCY_OPS = { all_reduce = true, all_gather = true, reduce_scatter = true, broadcast = true, all_to_all = true }
 
 local function run(op, name, fn, n, p, l)
   local t = fn(n, p, l)
