@@ -606,9 +606,14 @@ function M.format_json(r)
   return doc
 end
 
+--- A text cell of every CSV the scripts write (report, compare, search, sweep, catalog: each calls this one): quoted,
+--- its quotes doubled, when it holds a comma, a quote, a line feed or a carriage return (RFC 4180; a bare \r had ended
+--- the row for a reader that takes CRLF or CR as a line end). engine/cli/report.cpp csv_field is the C++ commands' twin.
+---@param s any (tostring)
+---@return string
 local function csv_field(s)
   s = tostring(s)
-  if not s:find('[,"\n]') then return s end
+  if not s:find('[,"\n\r]') then return s end
   return '"' .. s:gsub('"', '""') .. '"'
 end
 M.csv_field = csv_field

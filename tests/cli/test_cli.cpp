@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/report.h"
 #include "cli_csv.h"
 #include "test_util.h"
 
@@ -81,6 +82,16 @@ std::string compare(const json& expected, const json& actual, const std::string&
 }
 
 }  // namespace
+
+// The C++ commands' CSV cell (eval kernels, serve's field/value fallback) quotes as scripts/neusight/report.lua
+// csv_field does: a carriage return too, which a reader taking CR or CRLF as a line end had split the row at.
+TEST_CASE("csv_field quotes a comma a quote a line feed and a carriage return", "[cli][csv]") {
+  CHECK(ns::csv_field("h100") == "h100");
+  CHECK(ns::csv_field("a,b") == "\"a,b\"");
+  CHECK(ns::csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(ns::csv_field("two\nlines") == "\"two\nlines\"");
+  CHECK(ns::csv_field("gpu\rname") == "\"gpu\rname\"");
+}
 
 TEST_CASE("version and help flags", "[cli]") {
   const auto v = run_cli("--version");
