@@ -138,10 +138,36 @@ TEST_CASE("every command that takes --weights refuses a folder that does not exi
   for (const std::string cmd : {"predict --model gpt2 --gpu t4 --batch 1 --seq 8", "eval kernels tests",
                                 "eval models tests", "scale --trace CMakeLists.txt --from t4 --to v100"}) {
     const auto r = run_cli(cmd + missing);
-    INFO(cmd);
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--weights") != std::string::npos);
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);  // a path that names nothing: an input error, as a missing `run FILE` is
+    CHECK(r.err == "neusight: --weights: no such directory: /nonexistent/neusight-weights\n");
   }
+}
+
+// A file or folder a flag names that does not exist exits as a missing `run FILE` or --calibrate FILE does (exit 1,
+// "neusight: …"); CLI11's checks had made --graph and --trace exit 2 with "--graph: File does not exist: x" and
+// "Run with --help for more information.", no program name, and --gpus-dir likewise.
+TEST_CASE("a missing file or folder named by a flag is an input error as a missing run FILE is", "[cli]") {
+  const std::string gone = "/nonexistent/neusight-input";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"predict --gpu h100 --graph " + gone + ".csv", "--graph: no such file: " + gone + ".csv"},
+      {"scale --trace " + gone + ".json --from t4 --to v100", "--trace: no such file: " + gone + ".json"},
+      {"predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 8 --gpus-dir " + gone,
+       "--gpus-dir: no such directory: " + gone},
+      {"predict --gpu h100 --graph tests", "--graph: a directory, not a file: tests"},
+  };
+  for (const auto& [args, what] : cases) {
+    const auto r = run_cli(args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err == "neusight: " + what + "\n");
+    CHECK(r.out.empty());
+  }
+  // the same exit code and form as a missing script or calibration file
+  const auto run = run_cli("run " + gone + ".lua");
+  CHECK(run.code == 1);
+  CHECK(run.err.rfind("neusight: ", 0) == 0);
+  CHECK(run.err.find(gone + ".lua: no such file") != std::string::npos);
 }
 
 TEST_CASE("search refuses a GPU count beyond 2^20 at once", "[cli]") {

@@ -181,7 +181,7 @@ TEST_CASE("paths says when a search variable without the splice leaves the bundl
   CHECK(q.out.find("is not searched") == std::string::npos);
 }
 
-TEST_CASE("scripts path: a missing --scripts directory is a usage error naming the flag", "[cli][scripts]") {
+TEST_CASE("scripts path: a missing --scripts directory is an error naming the flag", "[cli][scripts]") {
   fixture f;
   const std::string missing = (f.t.path / "no_such_dir").string();
   for (const std::string& cmd : {f.args("--scripts '" + missing + "'"), std::string("paths --scripts '" + missing + "'")}) {
