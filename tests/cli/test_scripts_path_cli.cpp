@@ -766,6 +766,23 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
         std::string::npos);
 }
 
+// A --scripts precision.lua from before built_in_predictor: a fused run (--fusion) asks it whether the fusion cap
+// applies (scripts/neusight/pipeline.lua fused_run) and says which file lacks which function, not "attempt to call a
+// nil value (field 'built_in_predictor')".
+TEST_CASE("scripts path: a precision.lua without built_in_predictor stops a fused run naming it", "[cli][scripts]") {
+  temp_dir t;
+  const std::string dir = ns_test::override_dir(t, "p", "precision", "",
+                                                {{"function M.built_in_predictor(", "local function built_in_predictor_old("},
+                                                 {"M.built_in_predictor(name)", "built_in_predictor_old(name)"}});
+  const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --fusion" + dir);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("/p/neusight/precision.lua has no function built_in_predictor (module neusight.precision): a "
+                   "--scripts copy from an older neusight? compare it with the bundled scripts/neusight/precision.lua") !=
+        std::string::npos);
+}
+
 // search's CSV is written with the one number rule of every CSV (scripts/neusight/report.lua number_csv, by
 // scripts/neusight/search.lua format_csv); it used C++ fmt's {} (review finding): a --scripts report.lua whose rule
 // differs shows in it, and the shipped rule gives the JSON's numbers exactly
