@@ -93,6 +93,19 @@ struct fixture {
   }
 };
 
+
+// A run stopped by neusight.needs' error of an older --scripts copy: the override dir `dir`'s neusight/`file`.lua
+// lacking function `fn`, named with the bundled file to compare it with; nothing on stdout.
+void older_copy_named(const ns_test::run_result& r, const std::string& dir, const std::string& file,
+                      const std::string& fn) {
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("/" + dir + "/neusight/" + file + ".lua has no function " + fn + " (module neusight." + file +
+                   "): a --scripts copy from an older neusight? compare it with the bundled scripts/neusight/" + file +
+                   ".lua") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("scripts path: --scripts overrides a bundled module, without it the bundled one runs", "[cli][scripts]") {
@@ -775,12 +788,7 @@ TEST_CASE("scripts path: a precision.lua without built_in_predictor stops a fuse
                                                 {{"function M.built_in_predictor(", "local function built_in_predictor_old("},
                                                  {"M.built_in_predictor(name)", "built_in_predictor_old(name)"}});
   const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --fusion" + dir);
-  INFO(r.err);
-  CHECK(r.code == 1);
-  CHECK(r.out.empty());
-  CHECK(r.err.find("/p/neusight/precision.lua has no function built_in_predictor (module neusight.precision): a "
-                   "--scripts copy from an older neusight? compare it with the bundled scripts/neusight/precision.lua") !=
-        std::string::npos);
+  older_copy_named(r, "p", "precision", "built_in_predictor");
 }
 
 // search's CSV is written with the one number rule of every CSV (scripts/neusight/report.lua number_csv, by
@@ -858,13 +866,7 @@ TEST_CASE("scripts path: serve's floor check takes report.lua's inputs - an olde
   const std::string base = "serve --model llama3_8b --gpu h100 --batch 1 --input-len 128 --output-len 4 --format json";
   const std::string rep = ns_test::override_dir(t, "r", "report", "",
                                                 {{"function M.timing_inputs(", "function M.timing_inputs_old("}});
-  const auto r = run_cli(base + rep);
-  INFO(r.err);
-  CHECK(r.code == 1);
-  CHECK(r.out.empty());
-  CHECK(r.err.find("/r/neusight/report.lua has no function timing_inputs (module neusight.report): a --scripts copy "
-                   "from an older neusight? compare it with the bundled scripts/neusight/report.lua") !=
-        std::string::npos);
+  older_copy_named(run_cli(base + rep), "r", "report", "timing_inputs");
   const std::string figs = ns_test::override_dir(t, "f", "figures", "",
                                                  {{"function M.floor_inputs(", "function M.floor_inputs_old("}});
   const auto f = run_cli(base + figs);
