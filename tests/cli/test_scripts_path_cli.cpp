@@ -791,6 +791,25 @@ TEST_CASE("scripts path: a precision.lua without built_in_predictor stops a fuse
   older_copy_named(r, "p", "precision", "built_in_predictor");
 }
 
+// A --scripts copy of tiling/attention.lua that sets M.min_kv_slice, the decode slice's name when it was a minimum:
+// the split reads only M.max_kv_slice, so the value had been ignored without a word; select refuses it, naming the
+// field to set.
+TEST_CASE("scripts path: an attention tiling copy that sets min_kv_slice is refused naming max_kv_slice",
+          "[cli][scripts]") {
+  temp_dir t;
+  std::string text = ns_test::slurp(source_dir / "scripts" / "tiling" / "attention.lua");
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  t.write("a/tiling/attention.lua", text.substr(0, end) + "M.min_kv_slice = 512\nreturn M\n");
+  const auto r = run_cli("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --context 4096 --dtype bf16 "
+                         "--predictor roofline --scripts '" + (t.path / "a").string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("M.min_kv_slice is set (512), a name the decode split does not read: its slice is M.max_kv_slice") !=
+        std::string::npos);
+}
+
 // search's CSV is written with the one number rule of every CSV (scripts/neusight/report.lua number_csv, by
 // scripts/neusight/search.lua format_csv); it used C++ fmt's {} (review finding): a --scripts report.lua whose rule
 // differs shows in it, and the shipped rule gives the JSON's numbers exactly

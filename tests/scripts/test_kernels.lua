@@ -201,7 +201,14 @@ function T.test_attention_flops_and_bytes()
     K.attention, "sliding", 1, 1, 1, 1, 1, 1, "bf16")
   raises("bad argument #7 to 'attention' (32 query heads are not a multiple of 5 kv heads)",
     K.attention, "causal", 1, 8, 8, 64, 32, 5, "bf16")
-  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8)", K.attention, "decode", 1, 9, 8, 64, 4, 4, "bf16")
+  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8 under a causal mask)", K.attention, "decode",
+    1, 9, 8, 64, 4, 4, "bf16")
+  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8 under a causal mask)", K.attention, "causal",
+    1, 9, 8, 64, 4, 4, "bf16")
+  -- cross-attention (full, no mask): a decoder of 1024 queries over an encoder of 512 keys, sq · skv pairs (T5)
+  local cross = K.attention("full", 2, 1024, 512, 64, 12, 12, "bf16")
+  eq(cross.flops, 4 * 64 * 2 * 12 * 1024 * 512, "cross-attention flops, sq > skv")
+  eq(K.attention("full_bwd", 2, 1024, 512, 64, 12, 12, "bf16").flops, 2.5 * cross.flops, "cross-attention backward flops")
 end
 
 function T.test_attention_cost_per_key()
@@ -281,14 +288,6 @@ function T.test_min_kv_slice_is_an_alias_of_max_kv_slice()
   eq(tiling.max_kv_slice, 256, "the field") eq(tiling.min_kv_slice, tiling.max_kv_slice, "the old name reads it")
   local t = tiling.select(K.attention("decode", 1, 1, 4096, 128, 32, 8, "bf16"), { num_sm = 132 })
   eq(t.blocks, 8 * 4096 // tiling.max_kv_slice, "4096 tokens in slices of at most max_kv_slice: 16 splits")
-  -- writing the old name (a --scripts module from before C1) is refused, naming the field to set: the split never
-  -- reads min_kv_slice, so the write had been ignored without a word
-  local ok, err = pcall(function() tiling.min_kv_slice = 512 end)
-  eq(ok, false, "writing min_kv_slice is an error")
-  eq(tostring(err):find("set max_kv_slice instead", 1, true) ~= nil, true, "the error names max_kv_slice: " .. tostring(err))
-  eq(tostring(err):find("test_kernels.lua:%d+:") ~= nil, true, "at the writer's line: " .. tostring(err))
-  eq(rawget(tiling, "min_kv_slice"), nil, "no field made")
-  eq(tiling.max_kv_slice, 256, "the field unchanged")
 end
 
 -- A causal sliding window (serving engines' windowed FlashAttention kernel): FLOPs of the band's pairs, counted here
