@@ -992,6 +992,11 @@ int app_main(int argc, char** argv) {
         return 2;
       }
     }
+    // a flag's path that names nothing: an input error, said and exited as a missing `run FILE` is
+    if (dynamic_cast<const CLI::ValidationError*>(&e) && flag_path_missing()) {
+      std::fprintf(stderr, "neusight: %s\n", e.what());
+      return 1;
+    }
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }

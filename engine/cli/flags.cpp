@@ -286,14 +286,32 @@ CLI::Validator nonempty_value() {
       "");
 }
 
+// A flag's path that names no folder or file is an input error, as a `run FILE`, --calibrate FILE or --model FILE that
+// does not exist is (exit 1, "neusight: …"), not a usage error: the validators below note it for app.cpp's handler
+// (path_missing), which CLI11's ValidationError alone cannot tell from a malformed value. CLI11's ExistingFile had
+// made --graph and --trace exit 2 ("--graph: File does not exist: x", without the program's name).
+bool path_missing_noted = false;
+
 CLI::Validator existing_dir() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         std::error_code ec;
-        if (!fs::is_directory(v, ec)) return "no such directory: " + v;
-        return {};
+        if (fs::is_directory(v, ec)) return {};
+        path_missing_noted = true;
+        return (fs::exists(v, ec) ? "not a directory: " : "no such directory: ") + v;
       },
       "DIR");
+}
+
+CLI::Validator existing_file() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::error_code ec;
+        if (fs::exists(v, ec) && !fs::is_directory(v, ec)) return {};
+        path_missing_noted = true;
+        return (fs::is_directory(v, ec) ? "a directory, not a file: " : "no such file: ") + v;
+      },
+      "FILE");
 }
 
 // --predictor: a built-in or a Lua predictor (session::predictor_make resolves and checks the name).
@@ -599,7 +617,7 @@ std::vector<flag_spec> table_make() {
   flag("--weights",
        "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the bundled weights/; "
        "e.g. the --out of weights/train.sh)")
-      .type("DIR").check(CLI::ExistingDirectory)
+      .type("DIR").check(existing_dir())
       .on(forecast, to(&forecast_flags::weights))
       .on(search, to(&search_flags::weights))
       .on(eval_kernels, to(&eval_kernels_flags::weights))
@@ -705,7 +723,7 @@ std::vector<flag_spec> table_make() {
       .on(predict, to(&graph_flags::file))
       .help_as("Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv instead of --model (needs --gpu; "
                "mode from the file name)")
-      .check(CLI::ExistingFile)
+      .check(existing_file())
       .excludes({"--model", "--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype",
                  "--weight-dtype", "--precision", "--attention", "--experts", "--router-skew", "--fusion", "--flash-attention", "--dp",
                  "--tp", "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb",
@@ -822,7 +840,7 @@ std::vector<flag_spec> table_make() {
   // scale.
   flag("--trace", "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON (one GPU's kernels: a trace whose "
                   "kernels ran on several devices is refused), or wavescale manifest")
-      .on(scale, to(&scale_flags::trace)).required().check(CLI::ExistingFile);
+      .on(scale, to(&scale_flags::trace)).required().check(existing_file());
   flag("--from", "GPU the trace was measured on (default: the GPU the trace names — a Chrome trace's deviceProperties "
                  "entry of the device its kernels ran on —, or its label/<GPU>/ folder); an error when the trace names "
                  "another")
@@ -911,6 +929,8 @@ const std::vector<flag_spec>& table() {
 }
 
 }  // namespace
+
+bool flag_path_missing() { return path_missing_noted; }
 
 std::vector<std::string> workload_flag_names(unsigned command) {
   std::vector<std::string> names;

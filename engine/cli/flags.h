@@ -119,6 +119,10 @@ std::vector<std::string> workload_flag_names(unsigned command);
 // lists, scale's flags that its inputs leave unused, predict's workload flags beside --calibrate TRACE.json.
 void flags_check(CLI::App* sc, unsigned command, flag_targets& t);
 
+// Whether the parse failed on a flag's path that names nothing (--graph, --trace, --weights, --ops, --scripts,
+// --gpus-dir): an input error (exit 1), as a missing `run FILE` is, not a usage error (flags.cpp existing_dir).
+bool flag_path_missing();
+
 // --calibrate FILE is a profiler trace (a .json file), not a TOML measurement.
 bool calibrate_from_trace(const std::string& file);
 

@@ -72,7 +72,9 @@ void rows_check(const bench_data& d, const gpu_data_resolver& known, const std::
 constexpr size_t train_rows_min = 200;
 
 // Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the
-// kernel name carries no tile). Returns how many measured tiles fell back.
+// kernel name carries no tile). Returns how many measured tiles fell back. A measured tile has no alternative (the
+// library's choice is known); a row that falls back gets the rule whole, its alternative tile too (the fp32 tile
+// switch, weights/TILE_SWITCH_RULE.md), so it is priced as a forecast prices that GEMM.
 size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string& mode) {
   std::map<const gpu_spec*, std::vector<kernel*>> by_gpu;
   for (auto& r : rows) by_gpu[r.gpu].push_back(&r.k);

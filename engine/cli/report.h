@@ -16,7 +16,8 @@ namespace ns {
 
 struct calibration;  // core/calibration.h
 
-// A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a newline.
+// A CSV field: quoted (quotes doubled) when it holds a comma, a quote, a line feed or a carriage return (the C++
+// commands' twin of scripts/neusight/report.lua csv_field, which the scripts' CSV writers share).
 std::string csv_field(const std::string& s);
 
 // The median of `v`: its middle value, or the mean of the two middle values of an even count (0 when empty). The

@@ -88,8 +88,13 @@ struct kernel {
   int64_t tile_split = 1;
   // An NVIDIA fp32 GEMM's alternative tile (scripts/tiling/gemm.lua: the rule's tile for twice its rows in whole row
   // bands, where it differs; weights/TILE_SWITCH_RULE.md): the neusight predictor prices the kernel with it too and
-  // takes the lesser. 0: none.
+  // takes the lesser. 0: none. tile_alt_kernel: its library kernel's name.
   int64_t tile_alt_m = 0, tile_alt_k = 0, tile_alt_split = 1;
+  std::string tile_alt_kernel;
+  // Whether the alternative tile priced the kernel (session::kernel_seconds, from predictor::tiles_switched): the tile
+  // fields then hold the tile that priced it and the tile_alt_* fields the rule's own, so a report shows the tile whose
+  // price it gives (JSON tile, and tile.rule the rule's).
+  bool tile_switched = false;
   // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
   // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.
   double tile_blocks = 0, tile_flops = 0, tile_bytes = 0;

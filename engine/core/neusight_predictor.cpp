@@ -395,10 +395,18 @@ class neusight_predictor final : public predictor {
     std::vector<kernel_instance> all;
     std::vector<piece_use> uses;
     if (pieces_) gemm_pieces(kernels, gpu, all, uses);
+    const size_t alternatives = uses.size();  // uses from here on: alternative tiles
     tile_alternatives(kernels, all, uses);
     std::vector<std::pair<family, size_t>> slot;
     std::vector<double> out = price(uses.empty() ? kernels : all, gpu, slot);
-    for (const piece_use& u : uses) out[u.kernel] = std::min(out[u.kernel], u.count * out[u.piece]);
+    switched_.assign(alternatives < uses.size() ? kernels.size() : 0, false);
+    for (size_t j = 0; j < uses.size(); ++j) {
+      const piece_use& u = uses[j];
+      const double v = u.count * out[u.piece];
+      if (v >= out[u.kernel]) continue;
+      out[u.kernel] = v;
+      if (j >= alternatives) switched_[u.kernel] = true;  // the alternative tile priced it (tiles_switched)
+    }
     out.resize(kernels.size()), slot.resize(kernels.size());
     // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
     // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
@@ -622,6 +630,7 @@ class neusight_predictor final : public predictor {
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
+  std::vector<bool> tiles_switched() const override { return switched_; }
   bool models_family(const std::string& vendor, const std::string& name) const override {
     const auto f = family_parse(name);
     return f && models_for(vendor).count(*f) > 0;
@@ -687,6 +696,7 @@ class neusight_predictor final : public predictor {
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
   mutable std::map<std::string, std::map<family, std::vector<std::string>>> trained_gpus_;
   mutable std::vector<std::string> warnings_;
+  mutable std::vector<bool> switched_;  // the last predict()'s kernels its alternative tile priced (tiles_switched)
   mutable std::map<std::string, uncertainty_source> uncertainty_;
 };
 

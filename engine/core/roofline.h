@@ -76,6 +76,9 @@ class predictor {
   virtual std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const = 0;
   // What the last predict() could not do as asked (e.g. kernels priced by the roofline for lack of weights).
   virtual std::vector<std::string> warnings() const { return {}; }
+  // Which kernels of the last predict() its alternative tile priced (kernel::tile_alt_*: the neusight predictor takes
+  // the lesser of the two tiles), one per kernel; empty: none did, or the predictor does not say.
+  virtual std::vector<bool> tiles_switched() const { return {}; }
   // Whether predict() may reuse work of earlier calls with the same inputs (on by default; results are the same
   // bit for bit either way). NEUSIGHT_NO_CACHE=1 turns it off.
   virtual void memo_enable(bool) {}

@@ -358,6 +358,11 @@ double tile_min_seconds(family fam, const std::vector<train_sample>& samples) {
 
 train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,
                               const std::function<void(const train_progress&)>& progress) {
+  // the rows' vendor decides the utilisation floor (util_floor_from_data): an empty one had trained an NVIDIA Linear
+  // as no NVIDIA family, without a word
+  if (opts.vendor.empty())
+    throw error("tile_model_train: train_options.vendor is empty: name the training rows' vendor (nvidia, amd, …); "
+                "the utilisation floor depends on it");
   if (samples.size() < tile_train_rows_needed)
     throw error("too few training rows (" + std::to_string(samples.size()) + "; at least " +
                 std::to_string(tile_train_rows_needed) + " are needed)");

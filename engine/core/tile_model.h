@@ -262,7 +262,8 @@ struct train_options {
   double val_fraction = 0.2;
   int patience = 30;  // epochs without validation improvement before stopping (lr halves at patience/3)
   int threads = 2;
-  std::string vendor;  // the training rows' vendor (neusight train sets it): util_floor_from_data reads it
+  std::string vendor;  // the training rows' vendor (neusight train sets it): util_floor_from_data reads it; required
+                       // (tile_model_train refuses an empty one)
 };
 
 struct train_progress {

@@ -1522,7 +1522,8 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
       k->tile_split = it->second.tile_split;
       k->tile_alt_m = it->second.tile_alt_m, k->tile_alt_k = it->second.tile_alt_k;
-      k->tile_alt_split = it->second.tile_alt_split;
+      k->tile_alt_split = it->second.tile_alt_split, k->tile_alt_kernel = it->second.tile_alt_kernel;
+      k->tile_switched = false;
       k->tile_piece = it->second.tile_piece, k->tile_piece_elems = it->second.tile_piece_elems;
       k->tile_blocks = it->second.tile_blocks, k->tile_flops = it->second.tile_flops, k->tile_bytes = it->second.tile_bytes;
       k->tile_kernel = it->second.tile_kernel;
@@ -1566,10 +1567,11 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
         if (k->tile_split < 1 || k->tile_split > k->n)
           throw error(r.what() + ": split must be between 1 and the reduction length n = " + std::to_string(k->n));
       }
-      k->tile_alt_m = 0, k->tile_alt_k = 0, k->tile_alt_split = 1;
+      k->tile_alt_m = 0, k->tile_alt_k = 0, k->tile_alt_split = 1, k->tile_alt_kernel.clear(), k->tile_switched = false;
       if (r.has("alt_tile_m") || r.has("alt_tile_k")) {  // the tile a row doubling above, by whole row bands (weights/TILE_SWITCH_RULE.md)
         k->tile_alt_m = r.integer("alt_tile_m"), k->tile_alt_k = r.integer("alt_tile_k");
         k->tile_alt_split = r.integer_or("alt_split", 1);
+        k->tile_alt_kernel = r.str_or("alt_kernel", "");
         if (k->tile_alt_m < 1 || k->tile_alt_k < 1 || k->tile_alt_m > max_gemm_tile || k->tile_alt_k > max_gemm_tile)
           throw error(r.what() + ": alt_tile_m and alt_tile_k must be between 1 and " + std::to_string(max_gemm_tile));
         if (k->tile_alt_split < 1 || k->tile_alt_split > k->n)

@@ -37,6 +37,16 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
   }
   tiles_select(kernels, gpu);
   std::vector<double> seconds = pred.predict(kernels, gpu);
+  // a kernel its alternative tile priced shows that tile (its kernel name, blocks): the report's tile is the one whose
+  // price it gives, the rule's own kept as the other (JSON tile.rule)
+  if (const std::vector<bool> sw = pred.tiles_switched(); sw.size() == kernels.size())
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      if (!sw[i]) continue;
+      kernel& k = kernels[i].k;
+      std::swap(k.tile_m, k.tile_alt_m), std::swap(k.tile_k, k.tile_alt_k), std::swap(k.tile_split, k.tile_alt_split);
+      std::swap(k.tile_kernel, k.tile_alt_kernel);
+      k.tile_switched = true;
+    }
   launch_apply(kernels, seconds, gpu, launch);
   // after the launch re-pricing: a factor corrects the GPU time the forecast ends with, which is what a fit weighs
   // (a CUDA-graph replay of a small vector kernel is priced from its roofline, not the predictor: scaled before, the

@@ -23,7 +23,7 @@ void key_num(std::string& out, double v) {
 // Everything kernel_push shows a predictor, unambiguously: two kernels with one key are the same input.
 std::string kernel_key(const kernel& k) {
   std::string out;
-  for (const std::string* s : {&k.name, &k.op, &k.dtype, &k.kv_dtype, &k.tile_kernel, &k.act_quant})
+  for (const std::string* s : {&k.name, &k.op, &k.dtype, &k.kv_dtype, &k.tile_kernel, &k.tile_alt_kernel, &k.act_quant})
     out += std::to_string(s->size()) + ':' + *s;
   out += std::string(kernel_kind_name(k.kind)) + ';';
   for (int64_t v : {k.b, k.m, k.n, k.k, k.rows, k.hidden, k.tile_m, k.tile_k, k.tile_elems, k.tile_split, k.tile_piece,
@@ -374,6 +374,7 @@ class weights_noted_predictor final : public predictor {
     if (std::string note = s_.weights_unused_note(); !note.empty()) out.push_back(std::move(note));
     return out;
   }
+  std::vector<bool> tiles_switched() const override { return inner_->tiles_switched(); }
   void memo_enable(bool on) override { inner_->memo_enable(on); }
   uncertainty_source uncertainty(const std::string& vendor) const override { return inner_->uncertainty(vendor); }
   bool models_family(const std::string& vendor, const std::string& family) const override {

@@ -57,6 +57,10 @@ void forecast_push(lua_State* L, const forecast& f, bool rows) {
     set_integer(L, "tile_elems", k.tile_elems);
     set_number(L, "tile_blocks", k.tile_blocks), set_number(L, "tile_flops", k.tile_flops), set_number(L, "tile_bytes", k.tile_bytes);
     set_string(L, "tile_kernel", k.tile_kernel);
+    if (k.tile_switched) {  // the alternative tile priced it: the rule's own, for tile.rule (scripts/neusight/report.lua)
+      set_integer(L, "rule_tile_m", k.tile_alt_m), set_integer(L, "rule_tile_k", k.tile_alt_k);
+      set_integer(L, "rule_tile_split", k.tile_alt_split), set_string(L, "rule_tile_kernel", k.tile_alt_kernel);
+    }
     set_number(L, "seconds_each", f.seconds_each[i]);
     set_number(L, "seconds", f.seconds(i));
     lua_rawseti(L, -2, lua_Integer(i + 1));

@@ -242,10 +242,10 @@ const std::vector<std::string> kernel_keys_tiled = [] {
 void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   table_reader t(L, idx, what);
   t.check_keys({"m", "k", "split", "alt_m", "alt_k", "alt_split", "elems", "piece", "piece_elems", "blocks", "flops",
-                "bytes", "kernel"});
+                "bytes", "kernel", "alt_kernel"});
   k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
   k.tile_alt_m = t.integer_or("alt_m", 0), k.tile_alt_k = t.integer_or("alt_k", 0);
-  k.tile_alt_split = t.integer_or("alt_split", 1);
+  k.tile_alt_split = t.integer_or("alt_split", 1), k.tile_alt_kernel = t.str_or("alt_kernel", "");
   k.tile_elems = t.integer_or("elems", 0);
   k.tile_piece = t.integer_or("piece", 0), k.tile_piece_elems = t.integer_or("piece_elems", 0);
   // blocks come with their flops and bytes (as kernel_push writes them): a missing one is an error, not 0
@@ -515,6 +515,7 @@ void kernel_push(lua_State* L, const kernel& k) {
     if (k.tile_piece) set_integer(L, "piece", k.tile_piece), set_integer(L, "piece_elems", k.tile_piece_elems);
     if (k.tile_blocks > 0) set_number(L, "blocks", k.tile_blocks), set_number(L, "flops", k.tile_flops), set_number(L, "bytes", k.tile_bytes);
     if (!k.tile_kernel.empty()) set_string(L, "kernel", k.tile_kernel);
+    if (k.tile_alt_m && !k.tile_alt_kernel.empty()) set_string(L, "alt_kernel", k.tile_alt_kernel);
     lua_setfield(L, -2, "tile");
   }
 }

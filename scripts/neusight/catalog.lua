@@ -91,10 +91,11 @@ function M.format_table(r)
   return concat(out, "\n") .. "\n"
 end
 
+-- A cell: numbers as neusight.report number_csv writes them, text as its csv_field quotes it.
 local function csv_cell(v)
-  v = type(v) == "number" and require("neusight.report").number_csv(v) or tostring(v)
-  if v:find('[,"\n]') then v = '"' .. v:gsub('"', '""') .. '"' end
-  return v
+  local needs = require("neusight").needs
+  if type(v) == "number" then return needs("neusight.report", "number_csv")(v) end
+  return needs("neusight.report", "csv_field")(v)
 end
 
 --- The report as CSV: one row per preset.

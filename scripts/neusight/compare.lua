@@ -12,6 +12,7 @@
 -- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
 -- neusight.html render_compare M.page's rows.
 local report = require("neusight.report")
+local zero = require("neusight.parallel.zero")
 local csv_field, null = report.csv_field, report.null
 local fmt, concat = string.format, table.concat
 local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, tonumber, tostring, math.tointeger,
@@ -70,7 +71,10 @@ function M.settings_of(f)
     if pp > 1 or mb > 1 then out.schedule = par.schedule end
     if (par.virtual_stages or 1) > 1 then out.virtual_stages = par.virtual_stages end
     if tp > 1 then out.sequence_parallel = par.sequence_parallel == true end
-    if training and dp > 1 then out.distributed_optimizer = par.distributed_optimizer == true end
+    -- where a ZeRO stage can shard (neusight.parallel.zero dp_gradients, the one test of it)
+    if zero.dp_gradients({ training = training, dp = dp }) then
+      out.distributed_optimizer = par.distributed_optimizer == true
+    end
     local file = type(par.cluster) == "table" and par.cluster.file or nil
     if dp * tp * pp > 1 and type(file) == "string" and file ~= "" then out.cluster = file end
   end

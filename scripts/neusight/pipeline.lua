@@ -90,12 +90,13 @@ end
 
 -- Whether the run's graph holds fused nodes the bound applies to (neusight.fusion cap: a workload forecast under
 -- --fusion / --flash-attention whose report fields carry the members) and its predictor is one ns.predict has (a Lua
--- predictor's prices are not compared).
+-- predictor's prices are not compared). A --scripts precision.lua older than built_in_predictor: neusight.needs' error
+-- naming the file and the function, not "attempt to call a nil value".
 local function fused_run(run)
   local f = run.fields
   return type(f) == "table" and type(f.fused_members) == "table" and next(f.fused_members) ~= nil
     and type(run.gpu_spec) == "function" and type(run.predictor) == "function"
-    and precision.built_in_predictor(run.predictor())
+    and require("neusight").needs("neusight.precision", "built_in_predictor")(run.predictor())
 end
 
 -- neusight.fusion cap on the run's latencies (run.predict() before): a fused kernel priced above its members summed

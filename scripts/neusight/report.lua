@@ -174,11 +174,17 @@ local function dims_of(k)
   return ordered({ rows = k.rows, hidden = k.hidden }, { "rows", "hidden" })
 end
 
--- The library tile a kernel runs, or null.
+-- The library tile a kernel runs, or null: for a GEMM the tile that priced it; where that is the alternative tile of
+-- the fp32 tile switch (scripts/tiling/gemm.lua select, weights/TILE_SWITCH_RULE.md), `rule` is the rule's own tile.
 local function tile_of(k)
   if k.tile_m > 0 then
-    return ordered({ m = k.tile_m, k = k.tile_k, split = k.tile_split, library_kernel = k.tile_kernel },
-      { "m", "k", "split", "library_kernel" })
+    local t = ordered({ m = k.tile_m, k = k.tile_k, split = k.tile_split, library_kernel = k.tile_kernel },
+      { "m", "k", "split", "library_kernel", "rule" })
+    if k.rule_tile_m then
+      t.rule = ordered({ m = k.rule_tile_m, k = k.rule_tile_k, split = k.rule_tile_split,
+        library_kernel = k.rule_tile_kernel }, { "m", "k", "split", "library_kernel" })
+    end
+    return t
   elseif k.tile_elems > 0 then
     return ordered({ elems = k.tile_elems }, { "elems" })
   elseif k.tile_blocks > 0 then
@@ -606,9 +612,14 @@ function M.format_json(r)
   return doc
 end
 
+--- A text cell of every CSV the scripts write (report, compare, search, sweep, catalog: each calls this one): quoted,
+--- its quotes doubled, when it holds a comma, a quote, a line feed or a carriage return (RFC 4180; a bare \r had ended
+--- the row for a reader that takes CRLF or CR as a line end). engine/cli/report.cpp csv_field is the C++ commands' twin.
+---@param s any (tostring)
+---@return string
 local function csv_field(s)
   s = tostring(s)
-  if not s:find('[,"\n]') then return s end
+  if not s:find('[,"\n\r]') then return s end
   return '"' .. s:gsub('"', '""') .. '"'
 end
 M.csv_field = csv_field

@@ -452,10 +452,9 @@ end
 local function csv_cell(v)
   if v == nil then return "" end
   if type(v) == "boolean" then return v and "true" or "false" end
-  if type(v) == "number" then return require("neusight.report").number_csv(v) end
-  local s = tostring(v)
-  if s:find('[,"\n\r]') then s = '"' .. s:gsub('"', '""') .. '"' end
-  return s
+  local needs = require("neusight").needs
+  if type(v) == "number" then return needs("neusight.report", "number_csv")(v) end
+  return needs("neusight.report", "csv_field")(v)
 end
 
 -- The sweep's own settings the table's header lines show, as CSV columns after the rows' (each row repeats them, so a

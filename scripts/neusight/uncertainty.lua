@@ -356,6 +356,20 @@ end
 -- [low, high]), peak_field, architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why
 -- none can be made and the training GPU without a GPU file (if that is why).
 local range_memo = setmetatable({}, { __mode = "k" })
+-- A GPU table's memory bandwidth and memory per SM, or an error naming the field it lacks (a table a script made, not
+-- one read from a GPU file: "attempt to perform arithmetic on a nil value" had named none); `level` as error()'s, of
+-- the function calling this one.
+local function per_sm(g, level)
+  for _, key in ipairs { "num_sm", "mem_bw_gbps", "mem_gb" } do
+    local v = g[key]
+    if type(v) ~= "number" or not (v > 0) then
+      error(fmt("neusight.uncertainty: the per-SM range needs the GPU table's %s, a positive number (GPU %s: got %s)",
+        key, tostring(g.name), tostring(v)), level + 1)
+    end
+  end
+  return g.mem_bw_gbps / g.num_sm, g.mem_gb / g.num_sm
+end
+
 local function training_range(trained, vendor, name, peak_field)
   local list = (trained or {})[name]
   if type(list) ~= "table" or #list == 0 then
@@ -379,7 +393,7 @@ local function training_range(trained, vendor, name, peak_field)
   local seen = {}
   for _, g in ipairs(list) do
     -- the most per SM: the first of the largest, in the manifest's order
-    local bw, mem = g.mem_bw_gbps / g.num_sm, g.mem_gb / g.num_sm
+    local bw, mem = per_sm(g, 1)
     if not range.bw_per_sm or bw > range.bw_per_sm[1] then range.bw_per_sm = { bw, g.name } end
     if not range.mem_per_sm or mem > range.mem_per_sm[1] then range.mem_per_sm = { mem, g.name } end
     if not seen[g.architecture] then
@@ -407,7 +421,7 @@ function M.per_sm_beyond(gpu, trained, name)
   local range, why, missing = training_range(trained, gpu.vendor, name)
   if not range then return nil, why, missing end
   local what = {}
-  local bw, mem = gpu.mem_bw_gbps / gpu.num_sm, gpu.mem_gb / gpu.num_sm
+  local bw, mem = per_sm(gpu, 2)
   if bw > range.bw_per_sm[1] then
     what[#what + 1] = fmt("%.3g GB/s of memory bandwidth per SM (the most of their training GPUs: %.3g, %s)", bw,
       range.bw_per_sm[1], range.bw_per_sm[2])

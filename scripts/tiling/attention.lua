@@ -32,6 +32,8 @@ M.q_block = 128
 -- the longest slice of the cache one decode block reads while the SMs allow more splits (⌈kv / it⌉ splits, capped at
 -- one wave): a maximum since C1 (weights/DECODE_SPLIT_RULE.md). M.min_kv_slice, its name when it was a minimum, reads
 -- this one field (an alias for scripts that read that name; a --scripts copy of this file sets its own value here).
+-- A copy that sets M.min_kv_slice itself (the old name, in the file: other modules cannot write a module, the engine
+-- hands them a read-only one) is refused by select, naming the field to set: the split never reads it.
 M.max_kv_slice = 256
 setmetatable(M, { __index = function(t, key) if key == "min_kv_slice" then return rawget(t, "max_kv_slice") end end })
 
@@ -48,6 +50,11 @@ end
 ---@param gpu neusight.Gpu (num_sm is read)
 ---@return table { blocks, flops, bytes, kernel }
 function M.select(k, gpu)
+  if rawget(M, "min_kv_slice") ~= nil then
+    error(fmt("scripts/tiling/attention.lua: M.min_kv_slice is set (%s), a name the decode split does not read: its "
+      .. "slice is M.max_kv_slice, a maximum since weights/DECODE_SPLIT_RULE.md C1; set that instead",
+      tostring(rawget(M, "min_kv_slice"))), 2)
+  end
   local b, sq, skv, d = check(k, "b"), check(k, "m"), check(k, "k"), check(k, "n")
   local h, kvh = check(k, "rows"), check(k, "hidden")
   local e = kernels.dtype_bytes(k.dtype)

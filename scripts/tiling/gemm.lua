@@ -603,7 +603,9 @@ end
 -- also names the tile the same rule gives it with twice its rows rounded up to whole row bands of its rule tile t,
 -- 2 * ceil(m / tile_m) * tile_m (`alt_tile_m`, `alt_tile_k`, `alt_split`: fp32_split of the GEMM's own shape, not
 -- the doubled one, with that tile) where that tile differs, and the neusight predictor prices the GEMM with both tiles
--- and takes the lesser (engine/core/neusight_predictor.cpp). The reported tile and kernel name stay the rule's. The
+-- and takes the lesser (engine/core/neusight_predictor.cpp; `alt_kernel`: that tile's kernel name). The reported tile
+-- and kernel name are the ones that priced the GEMM (engine/lua/session_hooks.cpp kernel_seconds; JSON tile.rule
+-- names the rule's own when the alternative priced it). The
 -- rounding (second round, "T3"): with 2m alone, 1024 rows (2048) got the 128x64 alternative and 1000 rows (2000) did
 -- not, though both are 32 row bands of 128x32, and llama3_8b fp32 inference on the H100 fell x1/1.156 from 1000 to
 -- 1024 tokens; rows of the same row bands now get the same alternative.
@@ -627,7 +629,7 @@ end
 ---  dtypes on NVIDIA GPUs take the tensor-core rule above
 ---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
 ---@return table { tile_m = integer, tile_k = integer, split = integer, kernel = string, alt_tile_m?, alt_tile_k?,
----  alt_split? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, its rows rounded up to whole row bands,
+---  alt_split?, alt_kernel? } (alt_*: an NVIDIA fp32 GEMM's tile a row doubling above, its rows rounded up to whole row bands,
 ---  where it differs: rows_doubled)
 function M.select(k, gpu)
   local family = k.family
@@ -648,7 +650,9 @@ function M.select(k, gpu)
   if gpu.vendor == "nvidia" then
     local t2 = rule[family](rows_doubled(s, t))
     if t2.a ~= t.a or t2.b ~= t.b then
-      out.alt_tile_m, out.alt_tile_k, out.alt_split = t2.b, t2.a, (fp32_split(s, t2))
+      local split2, library_split2 = fp32_split(s, t2)
+      out.alt_tile_m, out.alt_tile_k, out.alt_split = t2.b, t2.a, split2
+      out.alt_kernel = kernel_name(rule, family, t2, library_split2)
     end
   end
   return out

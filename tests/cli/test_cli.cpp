@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/report.h"
 #include "cli_csv.h"
 #include "test_util.h"
 
@@ -82,6 +83,16 @@ std::string compare(const json& expected, const json& actual, const std::string&
 
 }  // namespace
 
+// The C++ commands' CSV cell (eval kernels, serve's field/value fallback) quotes as scripts/neusight/report.lua
+// csv_field does: a carriage return too, which a reader taking CR or CRLF as a line end had split the row at.
+TEST_CASE("csv_field quotes a comma a quote a line feed and a carriage return", "[cli][csv]") {
+  CHECK(ns::csv_field("h100") == "h100");
+  CHECK(ns::csv_field("a,b") == "\"a,b\"");
+  CHECK(ns::csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(ns::csv_field("two\nlines") == "\"two\nlines\"");
+  CHECK(ns::csv_field("gpu\rname") == "\"gpu\rname\"");
+}
+
 TEST_CASE("version and help flags", "[cli]") {
   const auto v = run_cli("--version");
   CHECK(v.code == 0);
@@ -127,10 +138,36 @@ TEST_CASE("every command that takes --weights refuses a folder that does not exi
   for (const std::string cmd : {"predict --model gpt2 --gpu t4 --batch 1 --seq 8", "eval kernels tests",
                                 "eval models tests", "scale --trace CMakeLists.txt --from t4 --to v100"}) {
     const auto r = run_cli(cmd + missing);
-    INFO(cmd);
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--weights") != std::string::npos);
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);  // a path that names nothing: an input error, as a missing `run FILE` is
+    CHECK(r.err == "neusight: --weights: no such directory: /nonexistent/neusight-weights\n");
   }
+}
+
+// A file or folder a flag names that does not exist exits as a missing `run FILE` or --calibrate FILE does (exit 1,
+// "neusight: …"); CLI11's checks had made --graph and --trace exit 2 with "--graph: File does not exist: x" and
+// "Run with --help for more information.", no program name, and --gpus-dir likewise.
+TEST_CASE("a missing file or folder named by a flag is an input error as a missing run FILE is", "[cli]") {
+  const std::string gone = "/nonexistent/neusight-input";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"predict --gpu h100 --graph " + gone + ".csv", "--graph: no such file: " + gone + ".csv"},
+      {"scale --trace " + gone + ".json --from t4 --to v100", "--trace: no such file: " + gone + ".json"},
+      {"predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 8 --gpus-dir " + gone,
+       "--gpus-dir: no such directory: " + gone},
+      {"predict --gpu h100 --graph tests", "--graph: a directory, not a file: tests"},
+  };
+  for (const auto& [args, what] : cases) {
+    const auto r = run_cli(args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err == "neusight: " + what + "\n");
+    CHECK(r.out.empty());
+  }
+  // the same exit code and form as a missing script or calibration file
+  const auto run = run_cli("run " + gone + ".lua");
+  CHECK(run.code == 1);
+  CHECK(run.err.rfind("neusight: ", 0) == 0);
+  CHECK(run.err.find(gone + ".lua: no such file") != std::string::npos);
 }
 
 TEST_CASE("search refuses a GPU count beyond 2^20 at once", "[cli]") {
@@ -645,7 +682,7 @@ TEST_CASE("predict --weights: a copy of the bundled weights gives the same forec
   const auto r = run_cli(base + " --weights '" + (t.path / "w").string() + "'");
   CHECK(r.code == 1);  // softmax weights in the layernorm folder: the manifest names another family
   CHECK(r.err.find("weights of family 'softmax' in the 'layernorm' folder") != std::string::npos);
-  CHECK(run_cli(base + " --weights '" + (t.path / "nope").string() + "'").code == 2);
+  CHECK(run_cli(base + " --weights '" + (t.path / "nope").string() + "'").code == 1);  // no such directory
 }
 
 TEST_CASE("bundled examples run from any folder — paths says where everything is read from", "[cli]") {

@@ -102,8 +102,14 @@ TEST_CASE("flag values: a list item given twice is refused", "[cli][flags]") {
 }
 
 TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli][flags]") {
-  usage_error(predict + " --batch 1 --ops /no/such/dir", "--ops: no such directory: /no/such/dir");
-  usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");
+  // a path that names nothing: an input error (exit 1), as a missing `run FILE` is
+  for (const std::string flag : {"--ops", "--scripts"}) {
+    const auto r = run_cli(predict + " --batch 1 " + flag + " /no/such/dir");
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err == "neusight: " + flag + ": no such directory: /no/such/dir\n");
+    CHECK(r.out.empty());
+  }
 }
 
 TEST_CASE("flag values: --router-skew in exponent notation is a number with its limit", "[cli][flags]") {

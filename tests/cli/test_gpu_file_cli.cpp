@@ -494,7 +494,7 @@ TEST_CASE("gpu folders: --gpus-dir and NEUSIGHT_GPUS_PATH find user GPU files by
   // `neusight gpus` lists the user's files too
   CHECK(run_cli("gpus --gpus-dir " + dir).out.find("lab_gpu.toml") != std::string::npos);
   // a folder that is not there is an error, not a silent no-op
-  CHECK(run_cli(run + " --gpu l4 --gpus-dir " + (d.path / "nope").string()).code == 2);
+  CHECK(run_cli(run + " --gpu l4 --gpus-dir " + (d.path / "nope").string()).code == 1);
   CHECK(run_cli(run + " --gpu l4", "NEUSIGHT_GPUS_PATH='" + (d.path / "nope").string() + "'").code != 0);
 }
 

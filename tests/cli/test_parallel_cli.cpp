@@ -240,8 +240,10 @@ TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]")
                    "add them with neusight.parallel.comm_node)") != std::string::npos);
   r = run_cli("run examples/custom_model.lua --dp 2 --format json --predictor roofline");  // dp needs nothing of it
   CHECK(r.code == 0);
-  r = run_cli("predict --graph tests/fixtures/does-not-matter.csv --gpu A100-SXM4-40GB --dp 2");
+  // --graph excludes the parallel flags: a usage error (a graph file that is there: a missing one is said first, exit 1)
+  r = run_cli("predict --graph tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv --gpu A100-SXM4-40GB --dp 2");
   CHECK(r.code == 2);
+  CHECK(r.err.find("--dp excludes --graph") != std::string::npos);
   temp_dir t;
   const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train',\n"
                                        "  batch = 4, seq = 1024, parallel = { dpp = 2 } }\n");

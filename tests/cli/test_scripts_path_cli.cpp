@@ -93,6 +93,19 @@ struct fixture {
   }
 };
 
+
+// A run stopped by neusight.needs' error of an older --scripts copy: the override dir `dir`'s neusight/`file`.lua
+// lacking function `fn`, named with the bundled file to compare it with; nothing on stdout.
+void older_copy_named(const ns_test::run_result& r, const std::string& dir, const std::string& file,
+                      const std::string& fn) {
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("/" + dir + "/neusight/" + file + ".lua has no function " + fn + " (module neusight." + file +
+                   "): a --scripts copy from an older neusight? compare it with the bundled scripts/neusight/" + file +
+                   ".lua") != std::string::npos);
+}
+
 }  // namespace
 
 TEST_CASE("scripts path: --scripts overrides a bundled module, without it the bundled one runs", "[cli][scripts]") {
@@ -181,7 +194,7 @@ TEST_CASE("paths says when a search variable without the splice leaves the bundl
   CHECK(q.out.find("is not searched") == std::string::npos);
 }
 
-TEST_CASE("scripts path: a missing --scripts directory is a usage error naming the flag", "[cli][scripts]") {
+TEST_CASE("scripts path: a missing --scripts directory is an error naming the flag", "[cli][scripts]") {
   fixture f;
   const std::string missing = (f.t.path / "no_such_dir").string();
   for (const std::string& cmd : {f.args("--scripts '" + missing + "'"), std::string("paths --scripts '" + missing + "'")}) {
@@ -766,6 +779,37 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
         std::string::npos);
 }
 
+// A --scripts precision.lua from before built_in_predictor: a fused run (--fusion) asks it whether the fusion cap
+// applies (scripts/neusight/pipeline.lua fused_run) and says which file lacks which function, not "attempt to call a
+// nil value (field 'built_in_predictor')".
+TEST_CASE("scripts path: a precision.lua without built_in_predictor stops a fused run naming it", "[cli][scripts]") {
+  temp_dir t;
+  const std::string dir = ns_test::override_dir(t, "p", "precision", "",
+                                                {{"function M.built_in_predictor(", "local function built_in_predictor_old("},
+                                                 {"M.built_in_predictor(name)", "built_in_predictor_old(name)"}});
+  const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --fusion" + dir);
+  older_copy_named(r, "p", "precision", "built_in_predictor");
+}
+
+// A --scripts copy of tiling/attention.lua that sets M.min_kv_slice, the decode slice's name when it was a minimum:
+// the split reads only M.max_kv_slice, so the value had been ignored without a word; select refuses it, naming the
+// field to set.
+TEST_CASE("scripts path: an attention tiling copy that sets min_kv_slice is refused naming max_kv_slice",
+          "[cli][scripts]") {
+  temp_dir t;
+  std::string text = ns_test::slurp(source_dir / "scripts" / "tiling" / "attention.lua");
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  t.write("a/tiling/attention.lua", text.substr(0, end) + "M.min_kv_slice = 512\nreturn M\n");
+  const auto r = run_cli("predict --model llama3_8b --gpu h100 --mode decode --batch 1 --context 4096 --dtype bf16 "
+                         "--predictor roofline --scripts '" + (t.path / "a").string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("M.min_kv_slice is set (512), a name the decode split does not read: its slice is M.max_kv_slice") !=
+        std::string::npos);
+}
+
 // search's CSV is written with the one number rule of every CSV (scripts/neusight/report.lua number_csv, by
 // scripts/neusight/search.lua format_csv); it used C++ fmt's {} (review finding): a --scripts report.lua whose rule
 // differs shows in it, and the shipped rule gives the JSON's numbers exactly
@@ -841,13 +885,7 @@ TEST_CASE("scripts path: serve's floor check takes report.lua's inputs - an olde
   const std::string base = "serve --model llama3_8b --gpu h100 --batch 1 --input-len 128 --output-len 4 --format json";
   const std::string rep = ns_test::override_dir(t, "r", "report", "",
                                                 {{"function M.timing_inputs(", "function M.timing_inputs_old("}});
-  const auto r = run_cli(base + rep);
-  INFO(r.err);
-  CHECK(r.code == 1);
-  CHECK(r.out.empty());
-  CHECK(r.err.find("/r/neusight/report.lua has no function timing_inputs (module neusight.report): a --scripts copy "
-                   "from an older neusight? compare it with the bundled scripts/neusight/report.lua") !=
-        std::string::npos);
+  older_copy_named(run_cli(base + rep), "r", "report", "timing_inputs");
   const std::string figs = ns_test::override_dir(t, "f", "figures", "",
                                                  {{"function M.floor_inputs(", "function M.floor_inputs_old("}});
   const auto f = run_cli(base + figs);

@@ -1165,6 +1165,38 @@ TEST_CASE("an fp32 GEMM of 1000 rows is not priced above one of 1024 (the tile s
   check_fewer_rows_not_above(1000, 1024);
 }
 
+// The tile a forecast reports is the tile that priced the kernel: where the tile switch's alternative priced an fp32
+// GEMM (B200, 2000 rows, 14336 x 4096: the rule's 128x32 at 1.45x the alternative's 128x64, weights/TILE_SWITCH_RULE.md),
+// session::kernel_seconds leaves that tile in the kernel (JSON tile; its kernel name too) and the rule's own as the
+// other (JSON tile.rule). It had left the rule's 128x32 there, a tile that priced nothing.
+TEST_CASE("a forecast's fp32 GEMM shows the tile that priced it after the tile switch", "[neusight][tiles]") {
+  session_pricer f;
+  const gpu_spec b200 = gpu_named("b200");
+  kernel k = gemm_kernel(2000, 14336, 4096, "fp32");
+  std::vector<kernel*> ks{&k};
+  f.s.kernel_costs(ks);
+  std::vector<kernel_instance> kis{{0, phase::forward, k}};
+  const double t = f.s.kernel_seconds(kis, b200, *f.pred, "off").at(0);
+  const kernel& got = kis[0].k;
+  INFO("tile " << got.tile_m << " x " << got.tile_k << " (" << got.tile_kernel << "), other " << got.tile_alt_m << " x "
+               << got.tile_alt_k << " (" << got.tile_alt_kernel << ")");
+  REQUIRE(got.tile_switched);
+  CHECK(got.tile_m == 64);  // 128x64 in the library's order: 64 rows along m, 128 columns along k
+  CHECK(got.tile_k == 128);
+  CHECK(got.tile_kernel.find("128x64") != std::string::npos);
+  CHECK(got.tile_alt_m == 32);  // the rule's own 128x32
+  CHECK(got.tile_alt_kernel.find("128x32") != std::string::npos);
+  // the shown tile alone prices the kernel at the forecast's seconds; the rule's alone above them
+  const auto alone = [&](int64_t tm, int64_t tk, int64_t split) {
+    std::vector<kernel_instance> one{{0, phase::forward, got}};
+    kernel& o = one[0].k;
+    o.tile_m = tm, o.tile_k = tk, o.tile_split = split, o.tile_alt_m = o.tile_alt_k = 0, o.tile_alt_split = 1;
+    return f.pred->predict(one, b200).at(0);
+  };
+  CHECK(alone(got.tile_m, got.tile_k, got.tile_split) == t);
+  CHECK(alone(got.tile_alt_m, got.tile_alt_k, got.tile_alt_split) > t);
+}
+
 // Where the remaining row threshold sits (weights/TILE_SWITCH_RULE.md, T3): the alternative tile is offered from the
 // row count whose doubled whole row bands reach the rule's switch, so one row more can still cost less — T1's step at
 // 1023 -> 1024 rows moved to 992 -> 993 (x1/1.06-1.20 here, 2026-11-30; the H100's llama3_8b fp32 inference, batch

@@ -240,6 +240,7 @@ TEST_CASE("a short training run on fixture data learns (validation MAPE below 15
   o.batch = 32;
   o.lr = 3e-3f;
   o.seed = 3;
+  o.vendor = "nvidia";
   const train_result r = tile_model_train(family::layernorm, samples, o, nullptr);
   CHECK(r.val_rows == 80);
   CHECK(r.val_mape < 15.0);
@@ -248,6 +249,16 @@ TEST_CASE("a short training run on fixture data learns (validation MAPE below 15
   const train_result again = tile_model_train(family::layernorm, samples, o, nullptr);
   CHECK(again.model.net.w[0] == r.model.net.w[0]);
   CHECK(again.val_mape == r.val_mape);
+}
+
+// train_options.vendor decides the utilisation floor (util_floor_from_data: NVIDIA Linear reads it from the rows): an
+// empty one had trained an NVIDIA Linear as another vendor's without a word; it is required
+TEST_CASE("training without the rows' vendor is refused", "[mlp][train]") {
+  train_options o;
+  o.hidden = {4};
+  o.max_epochs = 1;
+  CHECK_THROWS_WITH(tile_model_train(family::linear, fixture_samples(), o, nullptr),
+                    Catch::Contains("train_options.vendor is empty"));
 }
 
 TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[weights]") {
@@ -322,6 +333,7 @@ TEST_CASE("min_seconds: the least measured latency of a transfer family's rows, 
   train_options o;
   o.hidden = {4};
   o.max_epochs = 2;
+  o.vendor = "nvidia";
   const train_result r = tile_model_train(family::gemm_tc16, samples, o, nullptr);
   CHECK(r.model.min_seconds == least);  // over every row, the validation split's too
 

@@ -84,6 +84,11 @@ function T.test_table_and_csv_have_a_line_per_preset()
   eq(#lines, #r.models + 1, "a header and a row per preset")
   eq(lines[1], "name,arch,model_type,params,active_params,source", "header")
   assert(csv:find("\nllama32_1b,llama,llama,1235814400,1235814400,meta-llama/Llama-3.2-1B\n", 1, true), "exact row")
+  -- a name with a carriage return is quoted, as neusight.report csv_field quotes every CSV's text (catalog had its own
+  -- quoting, which left \r bare)
+  local one = catalog.format_csv({ models = { { name = "odd\rname", arch = "llama", model_type = "llama", params = 1,
+    active_params = 1, source = "a,b" } } })
+  eq(one, 'name,arch,model_type,params,active_params,source\n"odd\rname",llama,llama,1,1,"a,b"\n', "quoted cells")
 end
 
 function T.test_unknown_preset_hints()

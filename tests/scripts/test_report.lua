@@ -140,6 +140,15 @@ function M.test_table_and_csv()
   eq(csv:find(",iteration,", 1, true), nil, "one GPU: no iteration rows (the op rows sum to latency_ms)")
 end
 
+-- csv_field, the one text cell every script's CSV writes: a carriage return is quoted as a line feed is (a reader
+-- taking CR or CRLF as a line end had split the row there).
+function M.test_csv_field_quotes_a_carriage_return()
+  eq(R.csv_field("plain"), "plain", "plain text as is")
+  eq(R.csv_field('a,"b"'), '"a,""b"""', "comma and quotes")
+  eq(R.csv_field("two\nlines"), '"two\nlines"', "a line feed")
+  eq(R.csv_field("name\rx"), '"name\rx"', "a carriage return")
+end
+
 -- audit19: the table's launch note names the vendor's graph API: a hipGraph on an AMD GPU, not a CUDA graph.
 function M.test_table_launch_graph_names_the_vendor_api()
   local function line(vendor)

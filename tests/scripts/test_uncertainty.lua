@@ -176,4 +176,26 @@ function T.test_engine_band_low_side_is_held_to_the_floor_whatever_the_spread()
   assert(wide.p10_drawn < 0.55, "spread 4 as drawn: " .. wide.p10_drawn)
 end
 
+-- per_sm_beyond of a GPU table without num_sm (one a script made): an error naming the field and the GPU, at the
+-- caller's line, not Lua's bare "attempt to perform arithmetic on a nil value"; a training GPU's table likewise.
+function T.test_per_sm_beyond_names_a_missing_num_sm()
+  local a100 = { name = "A100-PCIE-40GB", vendor = "nvidia", num_sm = 108, mem_bw_gbps = 1555, mem_gb = 40,
+    architecture = "ampere", peak_fp32_tflops = 19.5 }
+  local trained = { linear = { a100 } }
+  local beyond = U.per_sm_beyond(a100, trained, "linear")
+  assert(type(beyond) == "table" and #beyond == 0, "a training GPU is within its own range")
+  local ok, err = pcall(function()
+    local r = U.per_sm_beyond({ name = "mine", vendor = "nvidia", mem_bw_gbps = 3350, mem_gb = 80 }, trained, "linear")
+    return r
+  end)
+  assert(not ok, "no num_sm: an error")
+  err = tostring(err)
+  assert(err:find("per-SM range needs the GPU table's num_sm, a positive number (GPU mine: got nil)", 1, true), err)
+  assert(err:find("test_uncertainty.lua:%d+:"), "at the caller's line: " .. err)
+  local ok2, err2 = pcall(U.per_sm_beyond, a100, { linear = { { name = "old", vendor = "nvidia", num_sm = 80,
+    mem_gb = 16, architecture = "volta", peak_fp32_tflops = 15.7 } } }, "linear")
+  assert(not ok2 and tostring(err2):find("GPU table's mem_bw_gbps, a positive number (GPU old: got nil)", 1, true),
+    "a training GPU without mem_bw_gbps: " .. tostring(err2))
+end
+
 return T

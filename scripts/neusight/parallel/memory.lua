@@ -201,13 +201,13 @@ function M.report(plan, devices, mem, params_total, lean, zero3_gathered)
   -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
   -- no one reads.
-  if not out.fits and not zero.optimizer_sharded(plan) and zero.shardable(plan) then
+  if not out.fits and not zero.optimizer_sharded(plan) and zero.dp_gradients(plan) then
     out.distributed_optimizer_fits = fits_at(1)
   end
   -- the least higher ZeRO stage (neusight.parallel.zero) under which the layout would fit, where it does not fit and
   -- one could shard more (data-parallel training; stages 2 and 3 without a pipeline, 3 without expert parallelism, as
   -- neusight.parallel.config allows them): search suggests --zero N by it. Nil where it fits or none would.
-  if not out.fits and zero.shardable(plan) then
+  if not out.fits and zero.dp_gradients(plan) then
     local refusal = require("neusight.parallel.config").zero_refusal -- the one rule of what a stage runs with
     for z = zero.stage(plan) + 1, 3 do
       -- (stage 1 is the distributed optimizer, asked just above — z = 1 only from stage 0, where it always is: not

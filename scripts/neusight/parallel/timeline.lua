@@ -538,9 +538,9 @@ function M.timeline(plan, nodes, times, lean, reuse)
   -- ZeRO-3 (neusight.parallel.zero; pp = 1, one stage: parallel.config refuses it with a pipeline): each microbatch's
   -- forward and backward wait for the parameter all-gathers and gradient reduce-scatters their compute does not hide.
   local zero_of = {}
-  -- (where ZeRO-3 can run: neusight.parallel.zero shardable and neusight.parallel.config zero_refusal, the one rule of
+  -- (where ZeRO-3 can run: neusight.parallel.zero dp_gradients and neusight.parallel.config zero_refusal, the one rule of
   -- the layouts a stage runs with; a plan at stage 3 passed it, so pp = 1 there)
-  local zero_able = Z.shardable(plan) and not require("neusight.parallel.config").zero_refusal(3, plan.pp, plan.ep)
+  local zero_able = Z.dp_gradients(plan) and not require("neusight.parallel.config").zero_refusal(3, plan.pp, plan.ep)
   if Z.active_stage(plan) == 3 then
     for k, st in ipairs(stages) do
       local units = Z.units(st, nodes, times, hidden, rerun)

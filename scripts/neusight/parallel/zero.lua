@@ -42,18 +42,16 @@ function M.stage(plan) return plan.zero or 0 end
 function M.optimizer_sharded(plan) return M.stage(plan) >= 1 end
 
 --- Whether the run has data-parallel gradients to synchronise: training (it has gradients) over dp > 1 replicas. The
---- one test of the gradient buckets and their reduction (neusight.parallel.timeline, the report's gradient line) and,
---- the same fact read as what a ZeRO stage shards, of M.shardable.
+--- one test of the gradient buckets and their reduction (neusight.parallel.timeline, the report's gradient line) and
+--- of whether a ZeRO stage can shard at all (the optimizer state and gradients are replicated over dp only then:
+--- M.active_stage, neusight.parallel.memory's suggestions, neusight.compare's distributed_optimizer setting). One name:
+--- (M.shardable, its exact alias, is gone: one name for one fact.)
 function M.dp_gradients(plan) return plan.training and plan.dp > 1 end
-
---- Whether a ZeRO stage can shard in this run at all: where there are data-parallel gradients (M.dp_gradients: the
---- optimizer state and gradients are replicated over dp only then); M.active_stage's test.
-function M.shardable(plan) return M.dp_gradients(plan) end
 
 --- The stage that shards in this run: the plan's in data-parallel training (dp > 1), else 0 (nothing to shard). The one
 --- test of whether ZeRO-3 runs (== 3: its units, their communication and transient bytes; neusight.parallel.timeline,
 --- memory, report) and whether the optimizer step is sharded (>= 1).
-function M.active_stage(plan) return M.shardable(plan) and M.stage(plan) or 0 end
+function M.active_stage(plan) return M.dp_gradients(plan) and M.stage(plan) or 0 end
 
 --- Over how many GPUs each role of the model state of parameters replicated over a group of `size` ranks is split
 --- under `plan`: { optimizer (master copies and moments), gradients, weights }, each `size` or 1.
