@@ -336,7 +336,7 @@ end
 
 --- Fused scaled-dot-product attention (FlashAttention-style): softmax(Q·Kᵀ/√d)·V without the scores in DRAM.
 --- `op`: "causal" | "full" (forward), "causal_bwd" | "full_bwd" (backward), "decode" (sq new tokens per sequence
---- over a KV cache of skv tokens). heads query heads share kv_heads key/value heads (MHA, GQA, MQA).
+--- over a KV cache of skv tokens; causal and decode need sq <= skv, full takes any: cross-attention). heads query heads share kv_heads key/value heads (MHA, GQA, MQA).
 --- FLOPs count the two products over the visible query/key pairs (4·d per pair); the backward's five products
 --- (Q·Kᵀ recomputed, dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) are 10·d per pair. Bytes: Q, K, V read and O
 --- written once (forward, decode); Q, K, V, O, dO read and dQ, dK, dV written once (backward).
@@ -368,8 +368,12 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype
   if heads % kv_heads ~= 0 then
     error(("bad argument #7 to 'attention' (%d query heads are not a multiple of %d kv heads)"):format(heads, kv_heads), 2)
   end
-  if sq > skv then error(("bad argument #3 to 'attention' (query length %d exceeds key length %d)"):format(sq, skv), 2) end
   local causal = op == "causal" or op == "causal_bwd" or op == "decode"
+  -- a causal mask aligns the last query with the last key (causal_pairs), so it needs sq <= skv; full attention
+  -- does not: a cross-attention's decoder may be longer than its encoder (T5: 1024 target tokens over 512 source)
+  if causal and sq > skv then
+    error(("bad argument #3 to 'attention' (query length %d exceeds key length %d under a causal mask)"):format(sq, skv), 2)
+  end
   local pairs = causal and causal_pairs(sq, skv) or sq * skv
   local bwd = op == "causal_bwd" or op == "full_bwd"
   local ekv = e

@@ -224,11 +224,17 @@ end
 
 local function show(s) return "{" .. concat(s, ",") .. "}" end
 
--- nil when every dimension of shape `s` is an integer >= 1, else the problem.
+-- nil when every dimension of shape `s` is an integer >= 1, else the problem. A float (64.0 from D / H, 196.0 from
+-- (224 / 16) ^ 2) is said as what it is, not as "< 1": Lua's `/` and `^` give floats, `//` an integer.
 local function bad_dims(s, what)
   if type(s) ~= "table" or #s == 0 then return what .. " has no dimensions" end
-  for _, d in ipairs(s) do
-    if math.type(d) ~= "integer" or d < 1 then return ("%s %s has a dimension < 1"):format(what, show(s)) end
+  for i, d in ipairs(s) do
+    if math.type(d) ~= "integer" then
+      return ("%s %s: dimension %d is %s, not an integer (a shape's dimensions are integers: Lua's / and ^ give "
+        .. "floats, // and math.tointeger integers)"):format(what, show(s), i, type(d) == "number" and tostring(d)
+        or type(d))
+    end
+    if d < 1 then return ("%s %s has a dimension < 1"):format(what, show(s)) end
   end
 end
 

@@ -1059,6 +1059,9 @@ local function fill_defaults(nodes, w)
         .. "and attrs.tied name nodes)", i, n.name, names[n.name])
     end
     names[n.name] = i
+    -- a node's own dtype as --dtype takes it (node_error refused what is no dtype): the engine reads its names only,
+    -- and "bfloat16" stopped the build at scripts/neusight/rules.lua, naming neither the node nor its line
+    if n.dtype ~= nil then n.dtype = K.compute_dtype(n.dtype) end
     n.dtype = n.dtype or w.dtype
     n.layer = n.layer or ""
     n.count = n.count or 1
@@ -1793,6 +1796,20 @@ end
 -- over its layouts (engine/cli/search_cmd.cpp search_warnings::model), though the numbers in its text (the layout's
 -- batch, its parameters) differ. Builders declare what they implement (M.serving, sequence_parallel, …) and graph_of
 -- refuses the rest; a function declares nothing.
+-- The attention a model function's graph ran, whatever opts.attention said (a function may build its sdpa nodes at
+-- every dtype: fp32's default is "eager"): "sdpa" with a fused attention node (sdpa, flash_attention), else "eager"
+-- with a softmax node (the matmul-softmax-matmul chain), else nil (no attention: an MLP, a state-space model). It
+-- had said opts.attention: a ViT of sdpa nodes in fp32 was reported "eager attention", without the fp32 fused-
+-- attention warning, and a Mamba graph "sdpa attention".
+local function graph_attention(nodes)
+  local softmax = false
+  for _, n in ipairs(nodes) do
+    if n.op == "sdpa" or n.op == "flash_attention" then return "sdpa" end
+    softmax = softmax or n.op == "softmax"
+  end
+  return softmax and "eager" or nil
+end
+
 local function function_checks(w, opts, nodes, name, signature)
   local out, model = {}, w.model
   local function warn(id, text) out[#out + 1] = { id = id, text = text } end
@@ -1913,8 +1930,11 @@ function M.build(spec, gpu)
   for _, c in ipairs(type(w.model) == "function" and function_checks(w, opts, nodes, name, signature) or {}) do
     warn(c.id, c.text)
   end
+  -- what the graph ran: a builder's is the opts it built from; a model function's, its nodes (graph_attention)
+  local attention = opts.attention
+  if type(w.model) == "function" then attention = graph_attention(nodes) end
   -- fused attention in fp32/tf32 (the Llama family's HF default at every dtype, or asked for): no such kernel was measured
-  if opts.attention == "sdpa" and opts.phase ~= "decode" and (w.dtype == "fp32" or w.dtype == "tf32") then
+  if attention == "sdpa" and opts.phase ~= "decode" and (w.dtype == "fp32" or w.dtype == "tf32") then
     warn("sdpa_fp32", ("attention sdpa in %s: PyTorch runs it as the memory-efficient kernel (FlashAttention takes "
       .. "16-bit inputs only); the attention_prefill predictor was trained on 16-bit FlashAttention kernels alone "
       .. "(AIConfigurator), so it prices these at the fp32 matrix peak, outside what it was trained on (no fp32 "
@@ -2016,7 +2036,7 @@ function M.build(spec, gpu)
            fused_members = fused,
            -- "eager" | "sdpa": what the graph ran (the default depends on dtype and family); a decode step's attention
            -- is the decode kernel whatever it says (neusight.nodes decode_attention): none there
-           attention = opts.phase ~= "decode" and opts.attention or nil }
+           attention = opts.phase ~= "decode" and attention or nil }
 end
 
 return M

@@ -201,7 +201,14 @@ function T.test_attention_flops_and_bytes()
     K.attention, "sliding", 1, 1, 1, 1, 1, 1, "bf16")
   raises("bad argument #7 to 'attention' (32 query heads are not a multiple of 5 kv heads)",
     K.attention, "causal", 1, 8, 8, 64, 32, 5, "bf16")
-  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8)", K.attention, "decode", 1, 9, 8, 64, 4, 4, "bf16")
+  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8 under a causal mask)", K.attention, "decode",
+    1, 9, 8, 64, 4, 4, "bf16")
+  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8 under a causal mask)", K.attention, "causal",
+    1, 9, 8, 64, 4, 4, "bf16")
+  -- cross-attention (full, no mask): a decoder of 1024 queries over an encoder of 512 keys, sq · skv pairs (T5)
+  local cross = K.attention("full", 2, 1024, 512, 64, 12, 12, "bf16")
+  eq(cross.flops, 4 * 64 * 2 * 12 * 1024 * 512, "cross-attention flops, sq > skv")
+  eq(K.attention("full_bwd", 2, 1024, 512, 64, 12, 12, "bf16").flops, 2.5 * cross.flops, "cross-attention backward flops")
 end
 
 function T.test_attention_cost_per_key()

@@ -313,6 +313,10 @@ function T.test_shape_contracts()
   eq(problem("sub", { inputs = { { 4, 1 }, { 1 } }, output = { 4, 8 } }),
     "the output is not the broadcast of the inputs (dimension 2 is 8, the inputs give 1)", "output larger than inputs")
   eq(problem("gelu", { inputs = { { 4, 0 } }, output = { 4, 8 } }), "input #1 {4,0} has a dimension < 1", "zero dim")
+  -- a float dimension (D / H in a model function) is said as a non-integer, not as "< 1"
+  eq(problem("gelu", { inputs = { { 4, 64.0 } }, output = { 4, 64 } }), "input #1 {4,64.0}: dimension 2 is 64.0, not an "
+    .. "integer (a shape's dimensions are integers: Lua's / and ^ give floats, // and math.tointeger integers)",
+    "float dim")
 end
 
 function T.test_bad_nodes_raise_clear_errors()
