@@ -811,7 +811,8 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 1, workload_building_context + origin);  // stack: W spec norm build
+  lua_pushstring(L, origin.c_str());  // build checks the nodes (check_nodes, as below) before its memory report
+  ns_call(L, 3, 1, workload_building_context + origin);  // stack: W spec norm build
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
@@ -840,7 +841,11 @@ workload session::workload_load(const std::string& script, const workload_overri
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
   w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.g.model + "'");
   const int nodes = lua_gettop(L);
-  p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
+  // every op has a rule, each rule's check() accepts its node: build checked them before its memory report called
+  // the rules' hooks (nodes_checked); a --scripts workload.lua whose build does not is checked here
+  const bool checked = raw_getfield(L, build, "nodes_checked") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  p_->push_engine_field("check_nodes");
   lua_pushvalue(L, nodes);
   lua_pushstring(L, (origin + ": model '" + w.g.model + "'").c_str());  // origin: also the --model config.json
   // a node's error names the script's line that writes it (workload.lua node_located; a --scripts workload.lua
@@ -852,7 +857,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   }
   lua_pushvalue(L, -1);
   lua_rotate(L, nodes + 1, 1);  // stack: W spec norm build nodes located check nodes where located
-  ns_call(L, 3, 0);  // stack: W spec norm build nodes located
+  if (checked) lua_pop(L, 4);  // stack: W spec norm build nodes located
+  else ns_call(L, 3, 0);       // stack: W spec norm build nodes located
   // the model-FLOPs attributes, by the rule the figures read them with (core/forecast.h node_model_flops_check): an
   // error names the node as check_nodes names it, the script's line where the script writes it
   for (size_t i = 0; i < w.g.nodes.size(); ++i) {

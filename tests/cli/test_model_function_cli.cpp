@@ -354,3 +354,19 @@ TEST_CASE("model function: a node's dtype takes the names --dtype takes", "[cli]
   CHECK(alias["ops"][0]["bytes"].get<double>() == 2.0 * 2 * 8 * 512 * 1024);
   CHECK(alias["ops"][0]["ms"] == name["ops"][0]["ms"]);
 }
+
+TEST_CASE("model function: a node with too few inputs names the script's line before the memory report", "[cli][model_function]") {
+  // the memory report called the rules' hooks first: 'ops/sdpa.lua:17: … needs input #3, got 2' with no line of the
+  // workload; the engine's node check (check_nodes) now runs before it and names the line that writes the node
+  temp_dir t;
+  const auto f = t.write("att2.lua",
+    "return {\n  model = function(opts)\n    local q = { opts.batch, 8, opts.seq, 64 }\n    return {\n"
+    "      { op = \"sdpa\", name = \"attn\", inputs = { q, q }, output = q },\n"
+    "    }, \"tiny\"\n  end,\n  gpu = \"h100\", mode = \"inference\", batch = 2, seq = 128, dtype = \"bf16\",\n}\n");
+  const auto r = run_cli("run " + quoted(f.string()) + " --predictor roofline");
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("att2.lua:5: model 'tiny', node 1 'attn' (op 'sdpa'): needs inputs #1, #2 and #3") != std::string::npos);
+}
+
