@@ -880,7 +880,9 @@ workload session::workload_load(const std::string& script, const workload_overri
       throw;
     }
   }
-  lua_pop(L, 1);  // stack: W spec norm build nodes
+  // kept for expand's refusal of a rule without backward, which names the line too
+  if (lua_isfunction(L, -1)) run_state_set(L, w.state, "node_located");  // pops located
+  else lua_pop(L, 1);  // stack: W spec norm build nodes
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");
@@ -1295,8 +1297,8 @@ std::string node_key(const node& n) {
 }
 }  // namespace
 
-expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
-  expansion e = expand_on(g, &gpu, training);
+expansion session::expand(const graph& g, const gpu_spec& gpu, bool training, const run_state* st) {
+  expansion e = expand_on(g, &gpu, training, st);
   // a graph whose every rule returned {} (views only, or a rule that forgot its kernels), or only kernels of 0 FLOPs and
   // 0 bytes, forecast 0 ms, exit 0 (found by tests/fuzz/mutate.py)
   const bool work = std::any_of(e.kernels.begin(), e.kernels.end(), [](const auto& x) {
@@ -1334,7 +1336,7 @@ node_rule session::rule_kernels() {
   };
 }
 
-expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training) {
+expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training, const run_state* st) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -1375,9 +1377,18 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training)
     else hooks = {{"forward", phase::forward}};
     for (const auto& [hook, ph] : hooks) {
       const int t = raw_getfield(L, rule, hook);  // stack: ... hook
-      if (t == LUA_TNIL && ph == phase::backward)  // a silent 0 ms backward is refused: the rule must say so
+      if (t == LUA_TNIL && ph == phase::backward) {  // a silent 0 ms backward is refused: the rule must say so
+        // naming the workload script's line of the node, as check_nodes does (workload.lua node_located)
+        std::string at = who;
+        if (st && !g.origin.empty() && run_state_push(L, *st, "node_located") == LUA_TFUNCTION) {
+          lua_pushinteger(L, lua_Integer(i + 1));
+          lua_pushstring(L, (g.origin + ": model '" + g.model + "'").c_str());
+          ns_call(L, 2, 1);  // stack: ... hook located
+          if (lua_isstring(L, -1)) at = "for node " + std::to_string(i + 1) + " '" + n.name + "' of " + lua_tostring(L, -1);
+        }
         throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
-                            "if the op has no backward work\n    " + who);
+                            "if the op has no backward work\n    " + at);
+      }
       if (t == LUA_TNIL || t == LUA_TBOOLEAN) {  // optional hook absent, or backward = false: no kernels
         lua_pop(L, 1);
         continue;

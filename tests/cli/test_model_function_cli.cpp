@@ -370,3 +370,20 @@ TEST_CASE("model function: a node with too few inputs names the script's line be
   CHECK(r.err.find("att2.lua:5: model 'tiny', node 1 'attn' (op 'sdpa'): needs inputs #1, #2 and #3") != std::string::npos);
 }
 
+TEST_CASE("model function: a rule without backward in training names the node's line", "[cli][model_function]") {
+  // 'myops/x.lua: op … has no backward … for node 2 'scan' of mamba.lua' named the node but not its line
+  temp_dir t;
+  t.write("ops/scan.lua", "local K = require \"neusight.kernels\"\nreturn {\n  name = \"scan\",\n"
+                          "  forward = function(node) return { K.elementwise(\"add\", 1, 1000, node.dtype) } end,\n}\n");
+  const auto f = t.write("mamba.lua",
+    "return {\n  model = function(opts)\n    local x = { opts.batch, opts.seq, 256 }\n    return {\n"
+    "      { op = \"linear\", name = \"in_proj\", inputs = { x }, output = x, params = 256 * 256 },\n"
+    "      { op = \"scan\", name = \"scan\", inputs = { x }, output = x },\n"
+    "    }, \"mamba\"\n  end,\n  gpu = \"h100\", mode = \"train\", batch = 2, seq = 128, optimizer = \"sgd\",\n}\n");
+  const auto r = run_cli("run " + quoted(f.string()) + " --predictor roofline");
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.err.find("has no 'backward' and this is a training run") != std::string::npos);
+  CHECK(r.err.find("for node 2 'scan' of ") != std::string::npos);
+  CHECK(r.err.find("mamba.lua:6: model 'mamba'") != std::string::npos);
+}
