@@ -374,7 +374,8 @@ TEST_CASE("model function: a rule without backward in training names the node's 
   // 'myops/x.lua: op … has no backward … for node 2 'scan' of mamba.lua' named the node but not its line
   temp_dir t;
   t.write("ops/scan.lua", "local K = require \"neusight.kernels\"\nreturn {\n  name = \"scan\",\n"
-                          "  forward = function(node) return { K.elementwise(\"add\", 1, 1000, node.dtype) } end,\n}\n");
+                          "  doc = \"a selective scan\",\n"
+                          "  forward = function(node) return { K.vec(\"add\", 1, 1000, node.dtype) } end,\n}\n");
   const auto f = t.write("mamba.lua",
     "return {\n  model = function(opts)\n    local x = { opts.batch, opts.seq, 256 }\n    return {\n"
     "      { op = \"linear\", name = \"in_proj\", inputs = { x }, output = x, params = 256 * 256 },\n"
