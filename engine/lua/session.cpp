@@ -355,6 +355,18 @@ int l_limit_text(lua_State* L) {
   return 1;
 }
 
+// nodes_check(nodes, where): raises what nodes_read (wrap_graph.cpp, the one reader of a model's nodes) refuses of
+// `nodes` (a field of another type, a shape that is no array of integers), its messages starting with `where`; the
+// nodes read are dropped (prelude check_nodes' first step, before each rule's check reads the shapes). [-2, +0, e]
+int l_nodes_check(lua_State* L) {
+  return ns_catch(L, [&] {
+    const std::string where = luaL_checkstring(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    nodes_read(L, 1, where);
+    return 0;
+  });
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
@@ -364,6 +376,7 @@ const luaL_Reg engine_functions[] = {
     {"gpu_find", l_gpu_find},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
     {"infeasible_take", l_infeasible_take}, {"families", l_families}, {"trained_gpus", l_trained_gpus},
+    {"nodes_check", l_nodes_check},
     {nullptr, nullptr},
 };
 
