@@ -385,7 +385,7 @@ int search_main(const search_flags& f) {
                 // priced as predict prices it: scripts/neusight/pipeline.lua finish (a pipeline.lua of your own under
                 // --scripts applies), lean (search reads the forecast; its ranking's timeline is made below, per mode)
                 session::pipeline_graph run;
-                run.g = &built->g, run.kernels = s.expand(built->g, gpu, training).kernels, run.gpu = &gpu;
+                run.g = &built->g, run.kernels = s.expand(built->g, gpu, training, &built->state).kernels, run.gpu = &gpu;
                 run.pred = pred.get(), run.source = built->source, run.launch = built->launch, run.state = built->state;
                 session::finished done = s.forecast_finish(std::move(run), {"default", "", false, true});
                 built_fc = std::move(*done.fc);

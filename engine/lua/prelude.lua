@@ -627,6 +627,20 @@ function E.check_nodes(nodes, where, located)
   end
 end
 
+-- The same check for library code, after the engine's reader of nodes (C.nodes_check: shapes are arrays of integers,
+-- fields of their types) as the engine runs them: scripts/neusight/workload.lua build runs it before its memory report,
+-- whose rule hooks (saves) would otherwise meet a node of the wrong shape first and name the rule's line, not the
+-- workload's.
+ns.check_nodes = function(nodes, where, located)
+  local ok, err = pcall(C.nodes_check, nodes, where)
+  if not ok then  -- "<where>: node #i …": the script's line of node i, as check_nodes names it
+    local i = located and tostring(err):sub(1, #where + 8) == where .. ": node #" and tonumber(err:match("^node #(%d+)", #where + 3))
+    if i then err = located(i, where) .. err:sub(#where + 1) end
+    error(err, 0)
+  end
+  return E.check_nodes(nodes, where, located)
+end
+
 -- Extra globals of Lua-side tests (tests/scripts/test_*.lua).
 function E.test_globals()
   local dtype_bytes = C.dtype_sizes()

@@ -355,6 +355,18 @@ int l_limit_text(lua_State* L) {
   return 1;
 }
 
+// nodes_check(nodes, where): raises what nodes_read (wrap_graph.cpp, the one reader of a model's nodes) refuses of
+// `nodes` (a field of another type, a shape that is no array of integers), its messages starting with `where`; the
+// nodes read are dropped (prelude check_nodes' first step, before each rule's check reads the shapes). [-2, +0, e]
+int l_nodes_check(lua_State* L) {
+  return ns_catch(L, [&] {
+    const std::string where = luaL_checkstring(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    nodes_read(L, 1, where);
+    return 0;
+  });
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
@@ -364,6 +376,7 @@ const luaL_Reg engine_functions[] = {
     {"gpu_find", l_gpu_find},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
     {"infeasible_take", l_infeasible_take}, {"families", l_families}, {"trained_gpus", l_trained_gpus},
+    {"nodes_check", l_nodes_check},
     {nullptr, nullptr},
 };
 
@@ -811,7 +824,8 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 1, workload_building_context + origin);  // stack: W spec norm build
+  lua_pushstring(L, origin.c_str());  // build checks the nodes (check_nodes, as below) before its memory report
+  ns_call(L, 3, 1, workload_building_context + origin);  // stack: W spec norm build
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
@@ -840,7 +854,11 @@ workload session::workload_load(const std::string& script, const workload_overri
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
   w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.g.model + "'");
   const int nodes = lua_gettop(L);
-  p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
+  // every op has a rule, each rule's check() accepts its node: build checked them before its memory report called
+  // the rules' hooks (nodes_checked); a --scripts workload.lua whose build does not is checked here
+  const bool checked = raw_getfield(L, build, "nodes_checked") == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  p_->push_engine_field("check_nodes");
   lua_pushvalue(L, nodes);
   lua_pushstring(L, (origin + ": model '" + w.g.model + "'").c_str());  // origin: also the --model config.json
   // a node's error names the script's line that writes it (workload.lua node_located; a --scripts workload.lua
@@ -852,7 +870,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   }
   lua_pushvalue(L, -1);
   lua_rotate(L, nodes + 1, 1);  // stack: W spec norm build nodes located check nodes where located
-  ns_call(L, 3, 0);  // stack: W spec norm build nodes located
+  if (checked) lua_pop(L, 4);  // stack: W spec norm build nodes located
+  else ns_call(L, 3, 0);       // stack: W spec norm build nodes located
   // the model-FLOPs attributes, by the rule the figures read them with (core/forecast.h node_model_flops_check): an
   // error names the node as check_nodes names it, the script's line where the script writes it
   for (size_t i = 0; i < w.g.nodes.size(); ++i) {
@@ -874,7 +893,9 @@ workload session::workload_load(const std::string& script, const workload_overri
       throw;
     }
   }
-  lua_pop(L, 1);  // stack: W spec norm build nodes
+  // kept for expand's refusal of a rule without backward, which names the line too
+  if (lua_isfunction(L, -1)) run_state_set(L, w.state, "node_located");  // pops located
+  else lua_pop(L, 1);  // stack: W spec norm build nodes
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");
@@ -1289,8 +1310,8 @@ std::string node_key(const node& n) {
 }
 }  // namespace
 
-expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
-  expansion e = expand_on(g, &gpu, training);
+expansion session::expand(const graph& g, const gpu_spec& gpu, bool training, const run_state* st) {
+  expansion e = expand_on(g, &gpu, training, st);
   // a graph whose every rule returned {} (views only, or a rule that forgot its kernels), or only kernels of 0 FLOPs and
   // 0 bytes, forecast 0 ms, exit 0 (found by tests/fuzz/mutate.py)
   const bool work = std::any_of(e.kernels.begin(), e.kernels.end(), [](const auto& x) {
@@ -1328,7 +1349,7 @@ node_rule session::rule_kernels() {
   };
 }
 
-expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training) {
+expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training, const run_state* st) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -1369,9 +1390,18 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training)
     else hooks = {{"forward", phase::forward}};
     for (const auto& [hook, ph] : hooks) {
       const int t = raw_getfield(L, rule, hook);  // stack: ... hook
-      if (t == LUA_TNIL && ph == phase::backward)  // a silent 0 ms backward is refused: the rule must say so
+      if (t == LUA_TNIL && ph == phase::backward) {  // a silent 0 ms backward is refused: the rule must say so
+        // naming the workload script's line of the node, as check_nodes does (workload.lua node_located)
+        std::string at = who;
+        if (st && !g.origin.empty() && run_state_push(L, *st, "node_located") == LUA_TFUNCTION) {
+          lua_pushinteger(L, lua_Integer(i + 1));
+          lua_pushstring(L, (g.origin + ": model '" + g.model + "'").c_str());
+          ns_call(L, 2, 1);  // stack: ... hook located
+          if (lua_isstring(L, -1)) at = "for node " + std::to_string(i + 1) + " '" + n.name + "' of " + lua_tostring(L, -1);
+        }
         throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
-                            "if the op has no backward work\n    " + who);
+                            "if the op has no backward work\n    " + at);
+      }
       if (t == LUA_TNIL || t == LUA_TBOOLEAN) {  // optional hook absent, or backward = false: no kernels
         lua_pop(L, 1);
         continue;

@@ -155,8 +155,10 @@ class session {
   // of the graph's forecast, as it renders a workload's from its workload.state.
   run_state report_graph(const workload_overrides& fields, double params, double gpu_mem_gb, double gpu_reported_gib);
 
-  // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
-  expansion expand(const graph& g, const gpu_spec& gpu, bool training);
+  // Every node's op rule hooks → kernels (forward; backward and accumulate when training). `st`: the run state of the
+  // workload `g` was built from (workload_load's "node_located"), whose script's line of a node the refusal of a rule
+  // without backward names; nullptr: none.
+  expansion expand(const graph& g, const gpu_spec& gpu, bool training, const run_state* st = nullptr);
   // One node's training kernels by its op rule, for a reader of engine/ingest (opgraph_options::rule). The rule gets no
   // GPU (nil): the rows it prices are GPU-independent, like the reference graphs they come from.
   node_rule rule_kernels();
@@ -538,7 +540,8 @@ class session {
   struct impl;
 
  private:
-  expansion expand_on(const graph& g, const gpu_spec* gpu, bool training);  // gpu nullptr: rules see nil
+  // gpu nullptr: rules see nil; st as expand's
+  expansion expand_on(const graph& g, const gpu_spec* gpu, bool training, const run_state* st = nullptr);
   // -v: names on stderr each op file that shadows another (ops_list) this session has not named yet.
   void op_shadows_report();
   std::unique_ptr<predictor> predictor_make_inner(const std::string& name, const std::filesystem::path& weights_root);

@@ -138,7 +138,7 @@ int l_expand(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     if (!c.w) throw error(caller_where(L) + "run.expand(): no workload yet (call run.workload() first)");
     if (c.expanded) throw error(caller_where(L) + "run.expand(): the workload is expanded once per run");
-    c.run->kernels = c.s->expand(c.w->g, c.out->gpu, c.w->training()).kernels;
+    c.run->kernels = c.s->expand(c.w->g, c.out->gpu, c.w->training(), &c.w->state).kernels;
     c.expanded = true;
     lua_pushinteger(L, lua_Integer(c.run->kernels.size()));
     return 1;

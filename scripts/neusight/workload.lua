@@ -1914,10 +1914,14 @@ M.graph = function(w, gpu, notes) return graph_of(w, gpu, notes) end
 --- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
 --- A builder's or the plan's error about a field of the model config or parallel table the script (M.normalize's
 --- `text`) writes in place names the line that sets it (M.nested_field_line).
+--- `origin` (the engine's: the workload's source, and a --model config.json) has every node checked against its rule
+--- (the engine's check_nodes, naming the line of the script that writes a node: M.node_located) before the memory
+--- report calls the rules' hooks on them, and the build's `nodes_checked` says it was.
 ---@param spec table a workload table (normalized here if it was not already)
 ---@param gpu? table
+---@param origin? string
 ---@return table build
-function M.build(spec, gpu)
+function M.build(spec, gpu, origin)
   local w = M.normalize(spec)
   local training = w.mode == "train"
   local name, nodes, plan, opts, routing, positions, signature, fused = graph_of(w, gpu)
@@ -2018,6 +2022,14 @@ function M.build(spec, gpu)
   elseif w8a8 then
     state.weights = M.w8a8_weights_per_param(nodes, state.weights)
   end
+  -- the engine's node check before the rules' hooks run on the nodes (the memory report's saves): a node with too
+  -- few inputs was reported from the rule's file ("ops/sdpa.lua:17: … needs input #3") without the workload's line
+  local engine_ok, engine = pcall(require, "neusight")
+  local checked = origin ~= nil and engine_ok and type(engine) == "table" and type(engine.check_nodes) == "function"
+  if checked then
+    local where = ("%s: model '%s'"):format(origin, type(name) == "string" and name or "custom")  -- the engine's words
+    engine.check_nodes(nodes, where, M.node_located(w, nodes))
+  end
   local kv = held_cache(opts, nodes, plan)
   local kv_window, kv_window_share
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
@@ -2026,7 +2038,7 @@ function M.build(spec, gpu)
     warn("max_batch_unknown", ("the largest batch that fits is not shown: model '%s' fails %s"):format(name,
       mem.max_batch_error))
   end
-  return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
+  return { model = name, nodes = nodes, nodes_checked = checked, plan = plan, state = state, kv_cache_bytes = kv,
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,

@@ -408,7 +408,8 @@ wl("meta_shape", "{ { op = 'linear', name = 'n1', inputs = { " .. boom .. " }, o
 -- an __index answering every key kept the memory model's ipairs going until the time limit (review)
 wl("meta_shape_endless", "{ { op = 'add', name = 'n1', inputs = { setmetatable({}, { __index = function() return 4 end }) }, "
    .. "output = { 4, 8 } } }", nil, "node #1 'n1': field 'inputs'[1] must be a shape")
-wl("meta_attrs", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = { 4, 8 }, attrs = " .. boom .. " } }", nil, "boom", "nodes")
+wl("meta_attrs", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = { 4, 8 }, attrs = " .. boom .. " } }", nil,
+   "node #1 'n1': attrs: expected a plain table (it has a metatable)", "nodes")
 wl("meta_len_fraction", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = setmetatable({ 4, 8 }, { __len = function() return 1.5 end }) } }",
    nil, "node #1 'n1': field 'output' must be a shape")
 wl("meta_quiet_shape", "{ { op = 'add', name = 'n1', inputs = { setmetatable({ 4, 8 }, { __index = function() return nil end }) }, output = { 4, 8 } } }",

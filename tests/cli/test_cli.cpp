@@ -482,7 +482,7 @@ return {
   auto r = run_cli("run '" + script + "' --gpu '" + tiny + "' --format json -o '" + out + "'");
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + script + ":5: model 'custom', node 1 'f0': unknown op 'fancy' (`neusight ops` lists the "
-                 "rules): no fancy.lua on the op search path\n");
+                 "rules): no fancy.lua on the op search path\n    while building the model of " + script + "\n");
   CHECK_FALSE(std::filesystem::exists(out));
   // a rule file that routes the op to the memory-bound fallback: priced, no warning
   t.write("work/ops/fancy.lua", "return require('neusight.fallback').rule { name = 'fancy', doc = 'memory-bound' }");

@@ -354,3 +354,37 @@ TEST_CASE("model function: a node's dtype takes the names --dtype takes", "[cli]
   CHECK(alias["ops"][0]["bytes"].get<double>() == 2.0 * 2 * 8 * 512 * 1024);
   CHECK(alias["ops"][0]["ms"] == name["ops"][0]["ms"]);
 }
+
+TEST_CASE("model function: a node with too few inputs names the script's line before the memory report", "[cli][model_function]") {
+  // the memory report called the rules' hooks first: 'ops/sdpa.lua:17: … needs input #3, got 2' with no line of the
+  // workload; the engine's node check (check_nodes) now runs before it and names the line that writes the node
+  temp_dir t;
+  const auto f = t.write("att2.lua",
+    "return {\n  model = function(opts)\n    local q = { opts.batch, 8, opts.seq, 64 }\n    return {\n"
+    "      { op = \"sdpa\", name = \"attn\", inputs = { q, q }, output = q },\n"
+    "    }, \"tiny\"\n  end,\n  gpu = \"h100\", mode = \"inference\", batch = 2, seq = 128, dtype = \"bf16\",\n}\n");
+  const auto r = run_cli("run " + quoted(f.string()) + " --predictor roofline");
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("att2.lua:5: model 'tiny', node 1 'attn' (op 'sdpa'): needs inputs #1, #2 and #3") != std::string::npos);
+}
+
+TEST_CASE("model function: a rule without backward in training names the node's line", "[cli][model_function]") {
+  // 'myops/x.lua: op … has no backward … for node 2 'scan' of mamba.lua' named the node but not its line
+  temp_dir t;
+  t.write("ops/scan.lua", "local K = require \"neusight.kernels\"\nreturn {\n  name = \"scan\",\n"
+                          "  doc = \"a selective scan\",\n"
+                          "  forward = function(node) return { K.vec(\"add\", 1, 1000, node.dtype) } end,\n}\n");
+  const auto f = t.write("mamba.lua",
+    "return {\n  model = function(opts)\n    local x = { opts.batch, opts.seq, 256 }\n    return {\n"
+    "      { op = \"linear\", name = \"in_proj\", inputs = { x }, output = x, params = 256 * 256 },\n"
+    "      { op = \"scan\", name = \"scan\", inputs = { x }, output = x },\n"
+    "    }, \"mamba\"\n  end,\n  gpu = \"h100\", mode = \"train\", batch = 2, seq = 128, optimizer = \"sgd\",\n}\n");
+  const auto r = run_cli("run " + quoted(f.string()) + " --predictor roofline");
+  INFO(r.err);
+  CHECK(r.code != 0);
+  CHECK(r.err.find("has no 'backward' and this is a training run") != std::string::npos);
+  CHECK(r.err.find("for node 2 'scan' of ") != std::string::npos);
+  CHECK(r.err.find("mamba.lua:6: model 'mamba'") != std::string::npos);
+}

@@ -123,6 +123,22 @@ function M.test_dropped_keys_are_still_checked()
     "c.json: key 'rms_norm_eps' must be a number in [0, 1) (got -1)")
   raises(function() hf.from_config(llama { rope_scaling = "linear" }, "c.json") end,
     "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got \"linear\", a string)")
+  -- its contents: a type transformers builds (its legacy key `type` too) is taken; another is refused, as HF's
+  -- ROPE_INIT_FUNCTIONS[rope_type] refuses it when the model is made, and so is a JSON array (HF reads an object's keys)
+  for _, t in ipairs { "default", "linear", "dynamic", "yarn", "longrope", "llama3" } do
+    hf.from_config(llama { rope_scaling = { rope_type = t, factor = 2.0 } }, "c.json")
+    hf.from_config(llama { rope_scaling = { type = t, factor = 2.0 } }, "c.json")
+  end
+  raises(function() hf.from_config(llama { rope_scaling = { rope_type = "llama4", factor = 8.0 } }, "c.json") end,
+    "c.json: key 'rope_scaling' gives rope_type \"llama4\", which transformers does not build (its RoPE types: default, "
+    .. "dynamic, linear, llama3, longrope, yarn) (got a table)")
+  raises(function() hf.from_config(llama { rope_scaling = { type = 2 } }, "c.json") end,
+    "c.json: key 'rope_scaling' must give type as a string (type 2) (got a table)")
+  raises(function() hf.from_config(llama { rope_scaling = { 8.0, "linear" } }, "c.json") end,
+    "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got a table)")
+  raises(function() hf.from_config(llama { rope_parameters = { rope_type = "nope" } }, "c.json") end,
+    "c.json: key 'rope_parameters' gives rope_type \"nope\", which transformers does not build (its RoPE types: default, "
+    .. "dynamic, linear, llama3, longrope, yarn) (got a table)")
   -- transformers v5's rope_parameters (rope_theta and rope_scaling in one table): dropped as those two, for every rotary
   -- model_type, and checked as they are (Gemma3-style configs nest one table per layer type)
   for _, mt in ipairs { "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "mixtral", "qwen3_moe",

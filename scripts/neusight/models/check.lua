@@ -175,6 +175,23 @@ end
 local function epsilon(v) -- a norm's epsilon
   if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end
 end
+-- The RoPE types transformers builds (modeling_rope_utils.py ROPE_INIT_FUNCTIONS): a rotary embedding of another type
+-- fails there with a KeyError when the model is made (the config itself loads, with a logged warning), so it is refused
+-- here too. The type changes only the rotary frequencies, a table made once at init (dynamic and longrope remake it
+-- when a sequence outgrows it), never the rotary kernels: no kernel of the forecast reads it (README "Llama-family
+-- models").
+local ROPE_TYPES = { default = true, linear = true, dynamic = true, yarn = true, longrope = true, llama3 = true }
+-- What is wrong with RoPE table `t`'s type (rope_type, or the older key `type` HF still reads), or nil.
+local function rope_type_problem(t)
+  local key = t.rope_type ~= nil and "rope_type" or t.type ~= nil and "type" or nil
+  local v = key and t[key]
+  if key == nil or ROPE_TYPES[v] then return nil end
+  if type(v) ~= "string" then return ("must give %s as a string (%s %s)"):format(key, key, shown(v)) end
+  local names = {}
+  for k in pairs(ROPE_TYPES) do names[#names + 1] = k end
+  table.sort(names)
+  return ("gives %s %q, which transformers does not build (its RoPE types: %s)"):format(key, v, table.concat(names, ", "))
+end
 M.NEUTRAL = {
   max_position_embeddings = positions,
   n_ctx = positions,
@@ -185,7 +202,10 @@ M.NEUTRAL = {
   num_sparse_decoder_layers = non_negative_integer,
   rope_theta = function(v) if not (finite(v) and v > 0) then return "must be a positive number (the RoPE base)" end end,
   rope_scaling = function(v)
-    if v ~= false and type(v) ~= "table" then return "must be a table of the RoPE scaling (or null)" end
+    if v == false then return nil end
+    -- a JSON array is a Lua table too: HF reads the object's keys (rope_scaling.get), an array has none
+    if type(v) ~= "table" or v[1] ~= nil then return "must be a table of the RoPE scaling (or null)" end
+    return rope_type_problem(v)
   end,
   -- transformers v5's one table for rope_theta and rope_scaling ({ rope_type, rope_theta, factor … }; Gemma3-style
   -- configs nest one such table per layer type): as those two, no kernel reads it; its RoPE bases must be positive.
@@ -201,8 +221,9 @@ M.NEUTRAL = {
       if theta ~= nil and not (finite(theta) and theta > 0) then
         return ("must give rope_theta as a positive number, the RoPE base (rope_theta %s)"):format(shown(theta))
       end
-      if t.rope_type ~= nil and type(t.rope_type) ~= "string" then
-        return ("must give rope_type as a string (rope_type %s)"):format(shown(t.rope_type))
+      if t.rope_type ~= nil then
+        local problem = rope_type_problem({ rope_type = t.rope_type })
+        if problem then return problem end
       end
     end
   end,
