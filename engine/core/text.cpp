@@ -96,6 +96,20 @@ size_t text_json_key_line(std::string_view text, std::string_view key) {
   return 1 + size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
 }
 
+size_t text_json_nth_key_line(std::string_view text, size_t n) {
+  size_t line = 1, keys = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') ++line;
+    if (text[i] != '"') continue;
+    const size_t at = line;  // a string: to its closing quote (no newline inside valid JSON's), then a ':' makes it a key
+    for (++i; i < text.size() && text[i] != '"'; ++i) i += text[i] == '\\';
+    size_t j = i + 1;
+    while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) ++j;
+    if (j < text.size() && text[j] == ':' && keys++ == n) return at;
+  }
+  return 0;
+}
+
 std::string text_cap(const std::string& s, size_t max) {
   if (s.size() <= max) return s;
   size_t cut = max;

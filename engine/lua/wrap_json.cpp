@@ -266,12 +266,17 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
   // the file is refused with the key named, not forecast from whichever value a reader kept
   std::vector<std::set<std::string>> keys;  // per open object, the keys read so far
   std::string duplicate;
+  size_t key_events = 0, duplicate_at = 0;  // the keys read, in text order; the duplicate's index among them (its line)
   const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) keys.emplace_back();
     else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-             duplicate.empty())
-      duplicate = parsed.get<std::string>();
+    else if (event == json::parse_event_t::key && !keys.empty()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+        duplicate = parsed.get<std::string>();
+        duplicate_at = key_events;
+      }
+      ++key_events;
+    }
     return true;
   };
   try {
@@ -291,9 +296,11 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
     throw error(display + ": invalid JSON: " + what);
   }
   if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
-  if (!duplicate.empty())
-    throw error(display + ": key '" + duplicate + "' appears twice in one object (a JSON reader keeps one of them "
-                "silently: Python's json, so HF, the last); give it once");
+  if (!duplicate.empty()) {
+    const size_t line = text_json_nth_key_line(text, duplicate_at);  // its second time
+    throw error(display + (line ? ":" + std::to_string(line) : "") + ": key '" + duplicate + "' appears twice in one "
+                "object (a JSON reader keeps one of them silently: Python's json, so HF, the last); give it once");
+  }
   json_push(L, j, 0);
   lua_createtable(L, 0, 0);  // the null members, by name
   for (const auto& [k, v] : j.items()) {

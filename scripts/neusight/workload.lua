@@ -1800,12 +1800,14 @@ end
 -- every dtype: fp32's default is "eager"): "sdpa" with a fused attention node (sdpa, flash_attention), else "eager"
 -- with a softmax node (the matmul-softmax-matmul chain), else nil (no attention: an MLP, a state-space model). It
 -- had said opts.attention: a ViT of sdpa nodes in fp32 was reported "eager attention", without the fp32 fused-
--- attention warning, and a Mamba graph "sdpa attention".
-local function graph_attention(nodes)
+-- attention warning, and a Mamba graph "sdpa attention". A flash_attention node --flash-attention made (`fused`:
+-- neusight.fusion apply's members, by node name) is the eager chain it fused: "eager", as a builder's graph says.
+local function graph_attention(nodes, fused)
   local softmax = false
   for _, n in ipairs(nodes) do
-    if n.op == "sdpa" or n.op == "flash_attention" then return "sdpa" end
-    softmax = softmax or n.op == "softmax"
+    local made = n.op == "flash_attention" and fused ~= nil and fused[n.name] ~= nil
+    if (n.op == "sdpa" or n.op == "flash_attention") and not made then return "sdpa" end
+    softmax = softmax or n.op == "softmax" or made
   end
   return softmax and "eager" or nil
 end
@@ -1936,7 +1938,7 @@ function M.build(spec, gpu, origin)
   end
   -- what the graph ran: a builder's is the opts it built from; a model function's, its nodes (graph_attention)
   local attention = opts.attention
-  if type(w.model) == "function" then attention = graph_attention(nodes) end
+  if type(w.model) == "function" then attention = graph_attention(nodes, fused) end
   -- fused attention in fp32/tf32 (the Llama family's HF default at every dtype, or asked for): no such kernel was measured
   if attention == "sdpa" and opts.phase ~= "decode" and (w.dtype == "fp32" or w.dtype == "tf32") then
     warn("sdpa_fp32", ("attention sdpa in %s: PyTorch runs it as the memory-efficient kernel (FlashAttention takes "
@@ -1950,20 +1952,23 @@ function M.build(spec, gpu, origin)
   -- fuses no attention, and says so rather than leave a forecast that reads as flash-attention's
   local fopts = w.fusion and require("neusight.fusion").options(w.fusion)
   if fopts and fopts.flash_attention then
-    local found = false
+    local found = false -- a flash_attention node the pass made (a model function may build its own: not fused here)
     for _, n in ipairs(nodes) do
-      if n.op == "flash_attention" then found = true break end
+      if n.op == "flash_attention" and fused ~= nil and fused[n.name] ~= nil then found = true break end
     end
     if not found then
-      local sdpa = opts.attention == "sdpa"
+      -- a decode step first: its decode kernel is the same under either attention, so --attention eager fuses nothing
+      -- either; sdpa is the graph's (`attention`: a model function's, its nodes'), and only a builder takes --attention
+      local decode, sdpa = opts.phase == "decode", attention == "sdpa"
+      local builder_sdpa = sdpa and not decode and type(w.model) ~= "function"
       warn("flash_attention_none", ("--flash-attention (fusion = \"flash_attention\"): model '%s' has no eager "
         .. "matmul-softmax-matmul attention block to fuse (%s), so it changes nothing beyond --fusion's element-wise "
-        .. "fusion; %s"):format(tostring(name), sdpa
-          and "its attention is sdpa, already one fused FlashAttention kernel per layer"
-          or opts.phase == "decode" and "a decode step runs one decode-attention kernel per layer"
+        .. "fusion; %s"):format(tostring(name),
+          decode and "a decode step runs one decode-attention kernel per layer"
+          or sdpa and "its attention is sdpa, already one fused FlashAttention kernel per layer"
           or "its attention chain is not one the fusion pass matches: scripts/neusight/fusion.lua",
-        sdpa and "give --attention eager (workload field attention = \"eager\") to fuse the eager chain, or --fusion alone"
-          or "give --fusion alone"))
+        builder_sdpa and "give --attention eager (workload field attention = \"eager\") to fuse the eager chain, or "
+          .. "--fusion alone" or "give --fusion alone"))
     end
   end
   if plan and plan.training and plan.recompute == "selective" then

@@ -118,12 +118,16 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   const auto dup = t.write("dup.json", "{\"model_type\": \"gpt2\", \"n_layer\": 2,\n \"n_layer\": 48}");
   r = run_cli("predict --model '" + dup.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + dup.string() + ": key 'n_layer' appears twice in one object (a JSON reader keeps one of "
-                     "them silently: Python's json, so HF, the last); give it once\n");
-  const auto nested = t.write("nested.json", R"({"model_type": "gpt2", "task_specific_params": {"a": {"x": 1, "x": 2}},
-    "b": {"x": 3}})");
+  CHECK(r.err == "neusight: " + dup.string() + ":2: key 'n_layer' appears twice in one object (a JSON reader keeps one "
+                     "of them silently: Python's json, so HF, the last); give it once\n");
+  // its line is the second one's, counted among the keys in text order (a string value ":" or a key's name inside a
+  // string is no key); the same key in sibling objects, or in an array's objects, is no duplicate
+  const auto nested = t.write("nested.json", R"({"model_type": "gpt2", "note": "x\": y", "b": {"x": 3},
+    "l": [{"x": 1}, {"x": 2}],
+    "task_specific_params": {"a": {"x": 1,
+      "x": 2}}})");
   r = run_cli("predict --model '" + nested.string() + "'" + flags);
-  CHECK(r.err.find(": key 'x' appears twice in one object") != std::string::npos);
+  CHECK(r.err.find("neusight: " + nested.string() + ":4: key 'x' appears twice in one object") == 0);
 
   const auto arr = t.write("arr.json", "[1, 2]");
   r = run_cli("predict --model '" + arr.string() + "'" + flags);

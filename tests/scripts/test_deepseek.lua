@@ -217,6 +217,13 @@ function T.test_swish_is_silu()
     .. "HF's other name for it)", ds.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
 end
 
+-- first_k_dense_replace, an int in HF's config: a config.json's whole float is refused with its line, as the counts are
+function T.test_config_json_float_first_k_dense()
+  raises([[d.json:3: deepseek model 'd': field 'first_k_dense_replace' must be an integer (got 1.0, a JSON number with a fraction part or exponent: write 1)]],
+    ds.build, hf.from_config({ model_type = "deepseek_v3", first_k_dense_replace = 1.0 }, "d.json", {},
+      { first_k_dense_replace = 3 }), { batch = 1, seq = 8 })
+end
+
 -- The attention kernels with a narrower V (neusight.kernels.attention's dv).
 function T.test_attention_kernel_value_head_dim()
   local b, h, s, d, dv = 2, 16, 1024, 192, 128

@@ -856,6 +856,22 @@ function T.test_config_json_float_count()
   raises([[c.json: llama model 'c': field 'num_key_value_heads' must be an integer (got 8.0, a JSON number with a fraction part or exponent: write 8)]],
     llama.build, hf.from_config(t, "c.json", {}), { batch = 1, seq = 8 })
   llama.build(with(TINY, { num_hidden_layers = 2^1 }), { batch = 1, seq = 8 }) -- a Lua table's 2.0: a count
+  -- integer fields outside the counts too: a whole-float sliding_window reached a decode step's K shape as {…, 64.0, …}
+  -- and stopped at ops/decode_attention.lua naming "command line", not the file; max_window_layers alike
+  local mistral = { model_type = "mistral", hidden_size = 64, intermediate_size = 128, num_hidden_layers = 2,
+    num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 100, sliding_window = 16.0 }
+  local decode = { batch = 1, seq = 1, phase = "decode", context = 64, dtype = "bf16" }
+  raises([[c.json:4: llama model 'c': field 'sliding_window' must be an integer (got 16.0, a JSON number with a fraction part or exponent: write 16)]],
+    llama.build, hf.from_config(mistral, "c.json", {}, { sliding_window = 4 }), decode)
+  mistral.model_type, mistral.sliding_window, mistral.use_sliding_window, mistral.max_window_layers = "qwen2", 16, true, 1.0
+  raises([[c.json: llama model 'c': field 'max_window_layers' must be an integer (got 1.0, a JSON number with a fraction part or exponent: write 1)]],
+    llama.build, hf.from_config(mistral, "c.json", {}), decode)
+  -- a Lua config's whole float is the integer it equals: the decode step's cache holds 16 tokens
+  local dec = llama.build(with(TINY, { model_type = "mistral", sliding_window = 2.0^4 }), decode)
+  local cached
+  for _, n in ipairs(dec) do if n.op == "decode_attention" then cached = n.inputs[2][3] end end
+  eq(math.type(cached), "integer", "Lua sliding_window 16.0: an integer cache length")
+  eq(cached, 16, "Lua sliding_window 16.0: 16 tokens cached")
 end
 
 -- What the builder does not model is refused with the field named, never priced as something else.

@@ -596,6 +596,38 @@ function T.test_attention_implementation()
   eq(flash_warning(spec(fl)), nil, "eager + flash: fused, no warning")
   t = flash_warning(spec { model = "opt_13", seq = 64, batch = 1, mode = "inference", fusion = "flash_attention" }) or ""
   assert(t:find("not one the fusion pass matches", 1, true), "opt eager (bmm chain): warned, got " .. t)
+  -- a decode step is said as one, whatever the attention: --attention eager fuses nothing there either
+  t = flash_warning(spec { model = "llama32_1b", dtype = "bf16", mode = "decode", seq = false, context = 64, batch = 1,
+    fusion = "flash_attention" }) or ""
+  assert(t:find("(a decode step runs one decode-attention kernel per layer)", 1, true)
+    and t:find("; give --fusion alone", 1, true), "bf16 sdpa decode + flash: the decode step said, got " .. t)
+  -- a model function's attention is its graph's: an eager chain the pass fused is still "eager" (as a builder's: no
+  -- fp32 sdpa warning), and one of sdpa nodes is said as sdpa in fp32 too, without --attention advice it ignores
+  local function encoder(sdpa)
+    return function(o)
+      local b = o.batch
+      local x, q, s = { b, 197, 256 }, { b, 4, 197, 64 }, { b, 4, 197, 197 }
+      local nodes = { { op = "linear", name = "qkv", inputs = { x }, output = { b, 197, 768 }, params = 256 * 768 } }
+      if sdpa then
+        nodes[#nodes + 1] = { op = "sdpa", name = "attn", inputs = { q, q, q }, output = q, attrs = { causal = false } }
+      else
+        nodes[#nodes + 1] = { op = "matmul", name = "qk", inputs = { q, { b, 4, 64, 197 } }, output = s }
+        nodes[#nodes + 1] = { op = "softmax", name = "sm", inputs = { s }, output = s }
+        nodes[#nodes + 1] = { op = "matmul", name = "pv", inputs = { s, q }, output = q }
+      end
+      nodes[#nodes + 1] = { op = "linear", name = "proj", inputs = { x }, output = x, params = 256 * 256 }
+      return nodes, "enc"
+    end
+  end
+  local fn = { model = encoder(false), dtype = "fp32", seq = 197, batch = 8, mode = "inference", fusion = "flash_attention" }
+  local built = workload.build(spec(fn))
+  eq(built.nodes[2].op, "flash_attention", "function eager + flash: fused")
+  eq(built.attention, "eager", "function eager + flash: its attention is the eager chain fused")
+  eq(sdpa_warned(spec(fn)), false, "function eager + flash in fp32: no sdpa warning")
+  fn.model = encoder(true)
+  t = flash_warning(spec(fn)) or ""
+  assert(t:find("(its attention is sdpa, already one fused FlashAttention kernel per layer)", 1, true)
+    and t:find("; give --fusion alone", 1, true), "function sdpa + flash in fp32: sdpa said, got " .. t)
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
   local ok, err = pcall(workload.build, spec { model = "switchxl4", attention = "sdpa", seq = 512, batch = 1 })
   assert(not ok and tostring(err):find("field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa attention", 1, true), tostring(err))

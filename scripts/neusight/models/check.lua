@@ -71,6 +71,20 @@ function M.divisible(who, cfg, a, va, b, vb, tail)
   M.fail(cfg, { b, a }, ("%s: %s (%d) must be divisible by %s (%d)%s"):format(who, a, va, b, vb, tail or ""))
 end
 
+--- Raises "<who>: field 'k' must be an integer (got 32.0, …: write 32)" (M.fail) when cfg[key] is a whole float read
+--- from a config.json: HF's config class holds an int there, and transformers would pass the float on to range(),
+--- nn.Linear or a slice, which raise. A Lua config's whole float (2^10) passes: the caller stores it as the integer it
+--- equals. Anything else passes too, for the caller's own check. `from`: as in M.counts.
+function M.integer_in_file(who, cfg, key, from)
+  local v = cfg[key]
+  if math.type(v) ~= "float" or not math.tointeger(v) then return end
+  local _, in_file = require("neusight.models.hf").config_key(from or cfg, key)
+  if in_file then
+    M.fail(from or cfg, key, ("%s: field '%s' must be an integer (got %s, a JSON number with a fraction part or "
+      .. "exponent: write %d)"):format(who, key, shown(v), math.tointeger(v)))
+  end
+end
+
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key (M.fail), and stores a
 --- whole-number float back as the integer it equals. Keys listed in `optional` may also be nil. `from`: the config as
 --- given, when `cfg` is a builder's copy of it (default cfg): a field that was null in its config.json
@@ -81,16 +95,8 @@ function M.counts(who, cfg, required, optional, from)
     M.fail(from or cfg, key, ("%s: field '%s' must be a positive integer (got %s)")
       :format(who, key, null and "null, a JSON null" or shown(cfg[key])))
   end
-  -- a config.json's 32.0 where HF's config class holds an int: refused, the key named (transformers would pass the float
-  -- on to range() and nn.Linear, which raise); a Lua config's whole float (2^10) stays a count
   local function float_in_file(key)
-    if math.type(cfg[key]) ~= "float" or not count_of(cfg[key]) then return end -- 1.5: not a count, said below
-    local hf = require "neusight.models.hf"
-    local _, in_file = hf.config_key(from or cfg, key)
-    if in_file then
-      M.fail(from or cfg, key, ("%s: field '%s' must be an integer (got %s, a JSON number with a fraction part or "
-        .. "exponent: write %d)"):format(who, key, shown(cfg[key]), count_of(cfg[key])))
-    end
+    if count_of(cfg[key]) then M.integer_in_file(who, cfg, key, from) end -- 1.5, 0.0: not a count, said below
   end
   for _, key in ipairs(required) do
     float_in_file(key)

@@ -225,6 +225,7 @@ function M.config(cfg)
     checks.fail(cfg, "attention_dropout", ("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)")
       :format(who, checks.shown(p)))
   end
+  checks.integer_in_file(who, c, "first_k_dense_replace", cfg)
   local fk = c.first_k_dense_replace
   if type(fk) ~= "number" or fk < 0 or fk ~= math.floor(fk) then
     checks.fail(cfg, "first_k_dense_replace", ("%s: field 'first_k_dense_replace' must be a non-negative integer "

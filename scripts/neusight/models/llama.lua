@@ -250,11 +250,14 @@ function M.resolve(cfg, family)
 
   -- Sliding-window attention: the window and which layers use it.
   local L, window, windowed_at = c.num_hidden_layers, nil, {}
+  -- a whole float (a config.json's 4096.0: refused; a Lua config's: the integer) reached a decode step's shapes as one
+  checks.integer_in_file(who, c, "sliding_window", cfg)
   local sw = c.sliding_window
   if sw ~= nil and sw ~= false and not checks.is_count(sw) then
     checks.fail(cfg, "sliding_window", ("%s: field 'sliding_window' must be a positive integer or false (got %s)")
       :format(who, checks.shown(sw)))
   end
+  if sw then sw = math.tointeger(sw); c.sliding_window = sw end
   local style = family.window[mt]
   if style == "mistral" then
     if sw then
@@ -262,6 +265,7 @@ function M.resolve(cfg, family)
       for i = 1, L do windowed_at[i] = true end
     end
   elseif style == "qwen" or style == "alternate" then
+    if style == "qwen" then checks.integer_in_file(who, c, "max_window_layers", cfg) end
     local mwl = style == "qwen" and c.max_window_layers or 0
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
       checks.fail(cfg, "max_window_layers", ("%s: field 'max_window_layers' must be a non-negative integer (got %s)")
