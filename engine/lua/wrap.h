@@ -154,4 +154,8 @@ class table_reader {
 // kernel's own. An op rule's kernels and neusight.kernels' costing alike.
 void kv_costs_read(const table_reader& r, kernel& k);
 
+// A decode kernel's alternative splits (k.tile_alt_splits, read with its tile): each between 2 and one below the
+// kernel's own split (tile blocks / (b · kv heads)), decreasing; "<what>: alt_splits ..." otherwise.
+void alt_splits_check(const kernel& k, const std::string& what);
+
 }  // namespace ns

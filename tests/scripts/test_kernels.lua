@@ -290,6 +290,45 @@ function T.test_min_kv_slice_is_an_alias_of_max_kv_slice()
   eq(t.blocks, 8 * 4096 // tiling.max_kv_slice, "4096 tokens in slices of at most max_kv_slice: 16 splits")
 end
 
+-- S1 (weights/DECODE_SPLIT_RULE.md): a decode kernel names the split-KV launches (split >= 2) the rule gives the same
+-- cache at larger batches with fewer splits than its own, decreasing, and batch b + 1's are among batch b's (so the
+-- predictor's lesser over them cannot drop at a split switch). Llama-3-70B tp 4 on the H100 (2 KV heads, 4096 tokens):
+-- batch 11 launches split 6, batch 12 split 5 (the drop x0.645 before S1); the unsplit launch is never named.
+function T.test_decode_alt_splits_are_the_larger_batches_splits()
+  local tiling = require "tiling.attention"
+  local function sel(b, c, kvh, sms) return tiling.select(K.attention("decode", b, 1, c, 128, 8 * kvh, kvh, "bf16"), { num_sm = sms }) end
+  local t = sel(11, 4097, 2, 132)
+  eq(t.blocks, 11 * 2 * 6, "batch 11: split 6")
+  eq(table.concat(t.alt_splits, ","), "5,4,3,2", "batch 11: the splits of batches 12 .. 33")
+  eq(sel(12, 4097, 2, 132).blocks, 12 * 2 * 5, "batch 12: split 5")
+  eq(sel(34, 4097, 2, 132).alt_splits, nil, "batch 34 (split 1): none")
+  eq(sel(33, 4097, 2, 132).alt_splits, nil, "batch 33 (split 2, the last split batch): none")
+  eq(sel(1, 256, 8, 132).alt_splits, nil, "one slice (256 tokens): none")
+  for _, sms in ipairs { 108, 132, 142, 148, 188 } do
+    for _, kvh in ipairs { 1, 2, 8 } do
+      for _, c in ipairs { 512, 2048, 4097, 8192 } do
+        for b = 1, 40 do
+          local here, next_ = sel(b, c, kvh, sms), sel(b + 1, c, kvh, sms)
+          local split, set = here.blocks // (b * kvh), {}
+          local what = ("%d SMs, %d KV heads, %d tokens, batch %d"):format(sms, kvh, c, b)
+          local last = split
+          for _, s in ipairs(here.alt_splits or {}) do
+            eq(s >= 2 and s < last, true, what .. ": decreasing splits of 2 or more below " .. split)
+            last, set[s] = s, true
+          end
+          for bb = b + 1, sms // (2 * kvh) do  -- every larger batch's split below this one's is named
+            local s = sel(bb, c, kvh, sms).blocks // (bb * kvh)
+            if s < split then eq(set[s], true, what .. ": batch " .. bb .. "'s split " .. s .. " named") end
+          end
+          local ns = next_.blocks // ((b + 1) * kvh)
+          for _, s in ipairs(next_.alt_splits or {}) do eq(set[s] or s == ns, true, what .. ": batch b + 1's alternative " .. s) end
+          if ns < split and ns >= 2 then eq(set[ns], true, what .. ": batch b + 1's own split " .. ns) end
+        end
+      end
+    end
+  end
+end
+
 -- A causal sliding window (serving engines' windowed FlashAttention kernel): FLOPs of the band's pairs, counted here
 -- query by query (query i sees min(i, w) keys); bytes of the whole prefill; the tile model's equivalent shape (causal
 -- chunks) launches about the prefill's blocks, each with the band's mean work. While s ≤ w: the causal kernel itself.
