@@ -1584,7 +1584,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
         throw error(r.what() + ": blocks must be >= 1, flops and bytes > 0 and finite");
       k->tile_alt_splits.clear();
       if (r.has("alt_splits")) {  // the splits the rule gives this cache at larger batches (weights/DECODE_SPLIT_RULE.md S1)
-        k->tile_alt_splits = r.shape_at("alt_splits");
+        k->tile_alt_splits = r.integers_at("alt_splits");
         alt_splits_check(*k, r.what());
       }
     } else {

@@ -138,6 +138,8 @@ class table_reader {
   bool has(const char* key) const;
   shape shape_at(const char* key) const;
   std::vector<shape> shapes_at(const char* key) const;
+  // A plain array of integers (no product limit, unlike a shape).
+  std::vector<int64_t> integers_at(const char* key) const;
   // Every string key must be in `allowed`; otherwise "<what>: unknown field 'x' (did you mean 'y'?)".
   void check_keys(const std::vector<std::string>& allowed) const;
   const std::string& what() const { return what_; }

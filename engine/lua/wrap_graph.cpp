@@ -132,6 +132,28 @@ shape table_reader::shape_at(const char* key) const {
   return s;
 }
 
+std::vector<int64_t> table_reader::integers_at(const char* key) const {
+  if (raw_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "a plain array of integers");  // fail pops the value
+  if (lua_getmetatable(L_, -1)) {
+    lua_pop(L_, 1);
+    fail(key, "a plain array of integers");
+  }
+  const lua_Integer n = lua_Integer(lua_rawlen(L_, -1));
+  std::vector<int64_t> out;
+  bool ok = array_only(L_, -1, n);
+  for (lua_Integer i = 1; ok && i <= n; ++i) {
+    lua_rawgeti(L_, -1, i);
+    int is = 0;  // a number: lua_tointegerx would take the string "2" too
+    const lua_Integer v = lua_type(L_, -1) == LUA_TNUMBER ? lua_tointegerx(L_, -1, &is) : 0;
+    lua_pop(L_, 1);
+    ok = is != 0;
+    out.push_back(int64_t(v));
+  }
+  if (!ok) fail(key, "a plain array of integers");
+  lua_pop(L_, 1);
+  return out;
+}
+
 std::vector<shape> table_reader::shapes_at(const char* key) const {
   if (raw_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "an array of shapes");
   if (lua_getmetatable(L_, -1)) {
@@ -254,7 +276,7 @@ void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   k.tile_flops = blocks ? t.number("flops") : t.number_or("flops", 0);
   k.tile_bytes = blocks ? t.number("bytes") : t.number_or("bytes", 0);
   k.tile_kernel = t.str_or("kernel", "");
-  k.tile_alt_splits = t.has("alt_splits") ? t.shape_at("alt_splits") : shape{};
+  k.tile_alt_splits = t.has("alt_splits") ? t.integers_at("alt_splits") : std::vector<int64_t>{};
   alt_splits_check(k, what);
   if ((k.tile_alt_m > 0) != (k.tile_alt_k > 0) || k.tile_alt_m < 0 || k.tile_alt_k < 0 || k.tile_alt_split < 1)
     throw error(what + ": alt_m and alt_k must both be >= 1 or both absent (alt_split >= 1)");
