@@ -93,10 +93,6 @@ struct kernel {
   // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
   // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.
   double tile_blocks = 0, tile_flops = 0, tile_bytes = 0;
-  // A decode kernel's alternative splits (scripts/tiling/attention.lua: the split-KV launches the rule gives the same
-  // cache at larger batches, fewer than its own split, decreasing; weights/DECODE_SPLIT_RULE.md S1): the neusight
-  // predictor prices the kernel at each too and takes the lesser. Empty: none.
-  std::vector<int64_t> tile_alt_splits;
   // An element-wise tensor too large for 32-bit indexing, which PyTorch's TensorIterator runs as several launches
   // (scripts/tiling/vec.lua): the most elements one launch takes (tile_piece) and its elements per thread block
   // (tile_piece_elems), the tile_elems of a kernel that size. 0 when the kernel runs as one launch.

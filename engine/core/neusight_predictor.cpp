@@ -150,22 +150,6 @@ kernel split_scaled(const kernel& k, int64_t more) {
   return s;
 }
 
-// The same decode kernel (its sequences, heads and cache) cut into `fewer` slices than its split, as the tile rule names
-// them (tile_alt_splits; weights/DECODE_SPLIT_RULE.md S1): pairs · fewer blocks, each block's slice ⌈kv / fewer⌉ keys
-// long, its FLOPs and bytes grown by what the longer slice adds (kv_flops, kv_bytes over the pairs); the kernel's own
-// FLOPs and bytes kept.
-kernel split_fewer(const kernel& k, int64_t fewer) {
-  kernel s = k;
-  const int64_t split = split_of(k);
-  const double pairs = double(k.b) * double(k.hidden);
-  const double keys = double((k.k + fewer - 1) / fewer - (k.k + split - 1) / split);  // more per block
-  s.tile_blocks = pairs * double(fewer);
-  s.tile_flops = k.tile_flops + keys * k.kv_flops / pairs;
-  s.tile_bytes = k.tile_bytes + keys * k.kv_bytes / pairs;
-  s.tile_alt_splits.clear();
-  return s;
-}
-
 // A decode kernel of `more` sequences at its own split and slice: the blocks, FLOPs, bytes and what each key adds
 // (kv_flops, kv_bytes: over every sequence) × more / b; each block's tile unchanged.
 kernel batch_scaled(const kernel& k, int64_t more) {
@@ -412,7 +396,6 @@ class neusight_predictor final : public predictor {
     std::vector<piece_use> uses;
     if (pieces_) gemm_pieces(kernels, gpu, all, uses);
     tile_alternatives(kernels, all, uses);
-    split_alternatives(kernels, all, uses);
     std::vector<std::pair<family, size_t>> slot;
     std::vector<double> out = price(uses.empty() ? kernels : all, gpu, slot);
     for (const piece_use& u : uses) out[u.kernel] = std::min(out[u.kernel], u.count * out[u.piece]);
@@ -451,29 +434,6 @@ class neusight_predictor final : public predictor {
       a.k.tile_alt_m = a.k.tile_alt_k = 0, a.k.tile_alt_split = 1;
       uses.push_back({i, all.size(), 1.0});
       all.push_back(std::move(a));
-    }
-  }
-
-  // The split switch (weights/DECODE_SPLIT_RULE.md, S1): a decode kernel whose tile rule names alternative splits (the
-  // split-KV launches the rule gives the same cache at larger batches; scripts/tiling/attention.lua) is also priced at
-  // each (split_fewer), with the decode envelope's copies of its own, appended to `all`, and takes the lesser (uses of
-  // count 1): the library holds those launches at this batch too and picks what it expects fastest, and batch b + 1's
-  // alternatives are batch b's, whose batch copies reach b + 1 in one wave, so a split switch along the batch is no
-  // drop. Not for a rule that does not say what a key costs (kv_flops, kv_bytes).
-  static void split_alternatives(const std::vector<kernel_instance>& kernels, std::vector<kernel_instance>& all,
-                                 std::vector<piece_use>& uses) {
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      const kernel& k = kernels[i].k;
-      if (k.seconds || k.tile_alt_splits.empty() || !(k.kv_flops > 0 && k.kv_bytes > 0)) continue;
-      const int64_t split = split_of(k);
-      for (int64_t s : k.tile_alt_splits) {
-        if (s < 1 || s >= split) continue;  // alt_splits_check refuses these where they are read
-        if (all.empty()) all = kernels;
-        kernel_instance a = kernels[i];
-        a.k = split_fewer(k, s);
-        uses.push_back({i, all.size(), 1.0});
-        all.push_back(std::move(a));
-      }
     }
   }
 

@@ -1525,7 +1525,6 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       k->tile_alt_split = it->second.tile_alt_split;
       k->tile_piece = it->second.tile_piece, k->tile_piece_elems = it->second.tile_piece_elems;
       k->tile_blocks = it->second.tile_blocks, k->tile_flops = it->second.tile_flops, k->tile_bytes = it->second.tile_bytes;
-      k->tile_alt_splits = it->second.tile_alt_splits;
       k->tile_kernel = it->second.tile_kernel;
       continue;
     }
@@ -1582,11 +1581,6 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       if (!(k->tile_blocks >= 1) || !(k->tile_flops > 0) || !(k->tile_bytes > 0) || !std::isfinite(k->tile_blocks) ||
           !std::isfinite(k->tile_flops) || !std::isfinite(k->tile_bytes))
         throw error(r.what() + ": blocks must be >= 1, flops and bytes > 0 and finite");
-      k->tile_alt_splits.clear();
-      if (r.has("alt_splits")) {  // the splits the rule gives this cache at larger batches (weights/DECODE_SPLIT_RULE.md S1)
-        k->tile_alt_splits = r.integers_at("alt_splits");
-        alt_splits_check(*k, r.what());
-      }
     } else {
       k->tile_elems = r.integer("elems");
       if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");

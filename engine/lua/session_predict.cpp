@@ -30,8 +30,6 @@ std::string kernel_key(const kernel& k) {
                     k.tile_piece_elems, k.tile_alt_m, k.tile_alt_k, k.tile_alt_split})
     out += std::to_string(v) + ',';
   for (double v : {k.flops, k.bytes, k.weight_bytes, k.tile_blocks, k.tile_flops, k.tile_bytes}) key_num(out, v);
-  for (int64_t v : k.tile_alt_splits) out += std::to_string(v) + '/';
-  out += ';';
   if (k.seconds) key_num(out, *k.seconds);
   return out;
 }

@@ -138,8 +138,6 @@ class table_reader {
   bool has(const char* key) const;
   shape shape_at(const char* key) const;
   std::vector<shape> shapes_at(const char* key) const;
-  // A plain array of integers (no product limit, unlike a shape).
-  std::vector<int64_t> integers_at(const char* key) const;
   // Every string key must be in `allowed`; otherwise "<what>: unknown field 'x' (did you mean 'y'?)".
   void check_keys(const std::vector<std::string>& allowed) const;
   const std::string& what() const { return what_; }
@@ -155,9 +153,5 @@ class table_reader {
 // the kernel table `r` reads, after its flops and bytes: optional (0: no KV-length copies), each between 0 and the
 // kernel's own. An op rule's kernels and neusight.kernels' costing alike.
 void kv_costs_read(const table_reader& r, kernel& k);
-
-// A decode kernel's alternative splits (k.tile_alt_splits, read with its tile): each between 2 and one below the
-// kernel's own split (tile blocks / (b · kv heads)), decreasing; "<what>: alt_splits ..." otherwise.
-void alt_splits_check(const kernel& k, const std::string& what);
 
 }  // namespace ns

@@ -132,28 +132,6 @@ shape table_reader::shape_at(const char* key) const {
   return s;
 }
 
-std::vector<int64_t> table_reader::integers_at(const char* key) const {
-  if (raw_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "a plain array of integers");  // fail pops the value
-  if (lua_getmetatable(L_, -1)) {
-    lua_pop(L_, 1);
-    fail(key, "a plain array of integers");
-  }
-  const lua_Integer n = lua_Integer(lua_rawlen(L_, -1));
-  std::vector<int64_t> out;
-  bool ok = array_only(L_, -1, n);
-  for (lua_Integer i = 1; ok && i <= n; ++i) {
-    lua_rawgeti(L_, -1, i);
-    int is = 0;  // a number: lua_tointegerx would take the string "2" too
-    const lua_Integer v = lua_type(L_, -1) == LUA_TNUMBER ? lua_tointegerx(L_, -1, &is) : 0;
-    lua_pop(L_, 1);
-    ok = is != 0;
-    out.push_back(int64_t(v));
-  }
-  if (!ok) fail(key, "a plain array of integers");
-  lua_pop(L_, 1);
-  return out;
-}
-
 std::vector<shape> table_reader::shapes_at(const char* key) const {
   if (raw_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "an array of shapes");
   if (lua_getmetatable(L_, -1)) {
@@ -264,7 +242,7 @@ const std::vector<std::string> kernel_keys_tiled = [] {
 void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   table_reader t(L, idx, what);
   t.check_keys({"m", "k", "split", "alt_m", "alt_k", "alt_split", "elems", "piece", "piece_elems", "blocks", "flops",
-                "bytes", "alt_splits", "kernel"});
+                "bytes", "kernel"});
   k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
   k.tile_alt_m = t.integer_or("alt_m", 0), k.tile_alt_k = t.integer_or("alt_k", 0);
   k.tile_alt_split = t.integer_or("alt_split", 1);
@@ -276,8 +254,6 @@ void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   k.tile_flops = blocks ? t.number("flops") : t.number_or("flops", 0);
   k.tile_bytes = blocks ? t.number("bytes") : t.number_or("bytes", 0);
   k.tile_kernel = t.str_or("kernel", "");
-  k.tile_alt_splits = t.has("alt_splits") ? t.integers_at("alt_splits") : std::vector<int64_t>{};
-  alt_splits_check(k, what);
   if ((k.tile_alt_m > 0) != (k.tile_alt_k > 0) || k.tile_alt_m < 0 || k.tile_alt_k < 0 || k.tile_alt_split < 1)
     throw error(what + ": alt_m and alt_k must both be >= 1 or both absent (alt_split >= 1)");
   if (k.tile_m < 0 || k.tile_k < 0 || k.tile_split < 1 || k.tile_elems < 0 || k.tile_blocks < 0 || k.tile_flops < 0 ||
@@ -508,20 +484,6 @@ void kv_costs_read(const table_reader& r, kernel& k) {
                            "flops and bytes");
 }
 
-void alt_splits_check(const kernel& k, const std::string& what) {
-  if (k.tile_alt_splits.empty()) return;
-  const double pairs = double(k.b) * double(k.hidden), split = k.tile_blocks / pairs;
-  if (k.kind != kernel_kind::attention || k.op != "decode" || !(pairs >= 1) || split != std::floor(split))
-    throw error(what + ": alt_splits belong to a decode attention kernel whose blocks are a whole number of splits of "
-                       "its b × kv heads");
-  for (size_t i = 0; i < k.tile_alt_splits.size(); ++i) {
-    const int64_t s = k.tile_alt_splits[i];
-    if (s < 2 || double(s) >= split || (i > 0 && s >= k.tile_alt_splits[i - 1]))
-      throw error(what + ": alt_splits must decrease, each between 2 and one below the kernel's split (" +
-                  std::to_string(int64_t(split)) + " = blocks / (b × kv heads)); got " + shape_str(k.tile_alt_splits));
-  }
-}
-
 void kernel_push(lua_State* L, const kernel& k) {
   lua_createtable(L, 0, 12);  // stack: kernel
   set_string(L, "kind", std::string(kernel_kind_name(k.kind)));
@@ -552,14 +514,6 @@ void kernel_push(lua_State* L, const kernel& k) {
     if (k.tile_elems) set_integer(L, "elems", k.tile_elems);
     if (k.tile_piece) set_integer(L, "piece", k.tile_piece), set_integer(L, "piece_elems", k.tile_piece_elems);
     if (k.tile_blocks > 0) set_number(L, "blocks", k.tile_blocks), set_number(L, "flops", k.tile_flops), set_number(L, "bytes", k.tile_bytes);
-    if (!k.tile_alt_splits.empty()) {
-      lua_createtable(L, int(k.tile_alt_splits.size()), 0);  // stack: kernel tile alt_splits
-      for (size_t i = 0; i < k.tile_alt_splits.size(); ++i) {
-        lua_pushinteger(L, lua_Integer(k.tile_alt_splits[i]));
-        lua_rawseti(L, -2, lua_Integer(i + 1));
-      }
-      lua_setfield(L, -2, "alt_splits");
-    }
     if (!k.tile_kernel.empty()) set_string(L, "kernel", k.tile_kernel);
     lua_setfield(L, -2, "tile");
   }

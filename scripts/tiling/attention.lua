@@ -46,8 +46,7 @@ end
 --- Blocks, FLOPs per block and bytes per block of one attention kernel.
 ---@param k table { op, b, m = query length, k = key length, n = head dim, rows = heads, hidden = kv heads, dtype }
 ---@param gpu neusight.Gpu (num_sm is read)
----@return table { blocks, flops, bytes, kernel, alt_splits? } (alt_splits: a decode kernel's fewer splits the rule gives
----  the same cache at larger batches, decreasing; absent when none)
+---@return table { blocks, flops, bytes, kernel }
 function M.select(k, gpu)
   local b, sq, skv, d = check(k, "b"), check(k, "m"), check(k, "k"), check(k, "n")
   local h, kvh = check(k, "rows"), check(k, "hidden")
@@ -56,28 +55,14 @@ function M.select(k, gpu)
   if k.op == "decode" then
     local group = h // kvh
     local pairs = b * kvh
-    local function split_at(batch) return max(1, min(gpu.num_sm // (batch * kvh), ceil(skv / M.max_kv_slice))) end
-    local split = split_at(b)
+    local split = max(1, min(gpu.num_sm // pairs, ceil(skv / M.max_kv_slice)))
     local slice = ceil(skv / split)
-    -- the split-KV launches (split >= 2) the rule gives this cache at larger batches, fewer splits than its own: the
-    -- library holds them at this batch too and picks what it expects fastest (the predictor prices each and takes
-    -- the lesser; weights/DECODE_SPLIT_RULE.md, S1). Every one of batch b + 1's is also b's, so along the batch no
-    -- launch at a split switch is priced below the smaller batch's.
-    local alt
-    for bb = b + 1, gpu.num_sm // (2 * kvh) do
-      local s = split_at(bb)
-      if s < split and (not alt or s < alt[#alt]) then
-        alt = alt or {}
-        alt[#alt + 1] = s
-      end
-    end
     return {
       blocks = pairs * split,
       flops = 4 * group * sq * slice * d,
       bytes = ekv * 2 * slice * d + e * 2 * group * sq * d,
       kernel = fmt("decode_attention_%s%s_hdim%d_group%d_split%d", k.dtype,
         k.kv_dtype and k.kv_dtype ~= k.dtype and "_kv" .. k.kv_dtype or "", d, group, split),
-      alt_splits = alt,
     }
   end
   local causal = k.op == "causal" or k.op == "causal_bwd"

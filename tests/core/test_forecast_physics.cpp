@@ -443,46 +443,6 @@ TEST_CASE("a one-wave split-KV decode kernel alone never gets cheaper with one m
   }
 }
 
-// Across a split switch (issue 13; weights/DECODE_SPLIT_RULE.md, S1): the rule's split floor(SMs / (b · KV heads))
-// drops as the batch grows, and batch b's kernel is priced at the lesser over the split-KV launches the rule gives the
-// same cache at larger batches (the library holds them at batch b too), each with its batch copies in one wave, so
-// batch b + 1 at a smaller split >= 2 is never cheaper by more than 1 %. Before S1 (main 2e1db4fa), Llama-3-70B tp 4's
-// decode attention (16 / 2 heads per GPU, head dim 128) on the H100 at 4096 tokens went x0.645 from batch 11 to 12
-// (split 6 -> 5, 132 -> 120 blocks); the sweep (tests/bench/decode_batch_drops.py) counted 125 such drops. Not
-// checked: a switch into the unsplit kernel (split 2 -> 1), which S1 does not name (weights/DECODE_SPLIT_RULE.md).
-TEST_CASE("a decode kernel alone never gets cheaper with one more sequence across a split switch",
-          "[neusight][physics]") {
-  forecaster f;
-  for (const std::string gpu_name : {"h100", "h200", "A100-SXM4-80GB", "l40s", "b200"}) {
-    const gpu_spec gpu = gpu_named(gpu_name);
-    for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{32, 8}, {16, 2}})
-      for (const int64_t c : {512, 1024, 2048, 4096, 8192}) {
-        std::optional<std::pair<kernel, double>> last;  // the kernel of the previous batch, its seconds
-        size_t drops = 0, switches = 0;
-        for (int64_t b = 1; b <= 64; ++b) {
-          std::vector<kernel_instance> tiled{{0, phase::forward, decode_kernel(f, b, heads, kv_heads, c, 128, gpu)}};
-          f.s.tiles_select(tiled, gpu);  // the tile rule's split (tile_kernel, tile_blocks)
-          const kernel& k = tiled.front().k;
-          const double t = f.pred->predict(tiled, gpu).front();
-          const bool split = k.tile_blocks >= 2 * double(b * kv_heads);  // the rule split the cache
-          if (last && split && last->first.tile_kernel != k.tile_kernel) {
-            ++switches;
-            if (t < 0.99 * last->second && ++drops <= 3) {
-              INFO(gpu.name << " " << heads << " / " << kv_heads << " heads, " << c << " tokens: batch " << b - 1 << " "
-                            << last->first.tile_kernel << " " << last->second * 1e6 << " us, batch " << b << " "
-                            << k.tile_kernel << " " << t * 1e6 << " us");
-              CHECK(t >= 0.99 * last->second);
-            }
-          }
-          last = {k, t};
-        }
-        INFO(gpu.name << " " << heads << " / " << kv_heads << " heads, " << c << " tokens: " << switches
-                      << " split switches");
-        CHECK(drops == 0);
-      }
-  }
-}
-
 // The same order for causal prefill attention (ops/sdpa.lua, GQA 32 / 8), along the sequence length and the batch.
 // Before the envelope took in prefill (the order alone, no copies) 8 of these 10 sweeps had 1-15 violating pairs,
 // mostly a partial last query tile priced above the full one: L40S head dim 128, 128 tokens 24.9 us, 256 tokens
