@@ -355,16 +355,25 @@ int l_limit_text(lua_State* L) {
   return 1;
 }
 
-// nodes_check(nodes, where): raises what nodes_read (wrap_graph.cpp, the one reader of a model's nodes) refuses of
-// `nodes` (a field of another type, a shape that is no array of integers), its messages starting with `where`; the
-// nodes read are dropped (prelude check_nodes' first step, before each rule's check reads the shapes). [-2, +0, e]
+// nodes_check(nodes, where): nothing when nodes_read (wrap_graph.cpp, the one reader of a model's nodes) takes `nodes`
+// (the nodes read are dropped: prelude check_nodes' first step, before each rule's check reads the shapes); else what it
+// refuses (a field of another type, a shape that is no array of integers: its message, starting with `where`) and the
+// index of the node it names ("<where>: node #i …"), or nil where it names none (the array itself). [-2, +0|2, e]
 int l_nodes_check(lua_State* L) {
-  return ns_catch(L, [&] {
-    const std::string where = luaL_checkstring(L, 2);
-    luaL_checktype(L, 1, LUA_TTABLE);
-    nodes_read(L, 1, where);
+  const std::string where = luaL_checkstring(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer node = 0;
+  std::string msg;
+  try {
+    nodes_read(L, 1, where, &node);
     return 0;
-  });
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  lua_pushlstring(L, msg.data(), msg.size());
+  if (node > 0 && msg.rfind(where + ": node #" + std::to_string(node), 0) == 0) lua_pushinteger(L, node);
+  else lua_pushnil(L);
+  return 2;
 }
 
 const luaL_Reg engine_functions[] = {
