@@ -288,7 +288,7 @@ CLI::Validator nonempty_value() {
 
 // A flag's path that names no folder or file is an input error, as a `run FILE`, --calibrate FILE or --model FILE that
 // does not exist is (exit 1, "neusight: …"), not a usage error: the validators below note it for app.cpp's handler
-// (path_missing), which CLI11's ValidationError alone cannot tell from a malformed value. CLI11's ExistingFile had
+// (flag_path_missing), which CLI11's ValidationError alone cannot tell from a malformed value. CLI11's ExistingFile had
 // made --graph and --trace exit 2 ("--graph: File does not exist: x", without the program's name).
 bool path_missing_noted = false;
 

@@ -84,9 +84,12 @@ size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string&
   for (auto& r : rows) {
     if (r.fam == family::bmm || r.fam == family::linear) {
       int64_t tm = 0, tk = 0;
-      if (s.tile_parse(r.kernel_name, tm, tk))  // the measured tile, and no alternative to it
-        r.k.tile_m = tm, r.k.tile_k = tk, r.k.tile_alt_m = r.k.tile_alt_k = 0, r.k.tile_alt_split = 1;
-      else ++fallback;
+      if (s.tile_parse(r.kernel_name, tm, tk)) {  // the measured tile, and no alternative to it
+        r.k.tile_m = tm, r.k.tile_k = tk;
+        r.k.tile_alt_m = r.k.tile_alt_k = 0, r.k.tile_alt_split = 1, r.k.tile_alt_kernel.clear();
+      } else {
+        ++fallback;
+      }
     } else if (r.fam == family::elementwise) {
       r.k.tile_elems = s.tile_from_grid(r.k.rows, r.k.hidden, r.grid_x, r.grid_y, r.grid_z);
     }

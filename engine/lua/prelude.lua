@@ -632,10 +632,9 @@ end
 -- whose rule hooks (saves) would otherwise meet a node of the wrong shape first and name the rule's line, not the
 -- workload's.
 ns.check_nodes = function(nodes, where, located)
-  local ok, err = pcall(C.nodes_check, nodes, where)
-  if not ok then  -- "<where>: node #i …": the script's line of node i, as check_nodes names it
-    local i = located and tostring(err):sub(1, #where + 8) == where .. ": node #" and tonumber(err:match("^node #(%d+)", #where + 3))
-    if i then err = located(i, where) .. err:sub(#where + 1) end
+  local err, i = C.nodes_check(nodes, where)
+  if err then  -- "<where>: node #i …": the script's line of node i in place of `where`, as check_nodes names it
+    if i and located then err = located(i, where) .. err:sub(#where + 1) end
     error(err, 0)
   end
   return E.check_nodes(nodes, where, located)

@@ -355,16 +355,25 @@ int l_limit_text(lua_State* L) {
   return 1;
 }
 
-// nodes_check(nodes, where): raises what nodes_read (wrap_graph.cpp, the one reader of a model's nodes) refuses of
-// `nodes` (a field of another type, a shape that is no array of integers), its messages starting with `where`; the
-// nodes read are dropped (prelude check_nodes' first step, before each rule's check reads the shapes). [-2, +0, e]
+// nodes_check(nodes, where): nothing when nodes_read (wrap_graph.cpp, the one reader of a model's nodes) takes `nodes`
+// (the nodes read are dropped: prelude check_nodes' first step, before each rule's check reads the shapes); else what it
+// refuses (a field of another type, a shape that is no array of integers: its message, starting with `where`) and the
+// index of the node it names ("<where>: node #i …"), or nil where it names none (the array itself). [-2, +0|2, e]
 int l_nodes_check(lua_State* L) {
-  return ns_catch(L, [&] {
-    const std::string where = luaL_checkstring(L, 2);
-    luaL_checktype(L, 1, LUA_TTABLE);
-    nodes_read(L, 1, where);
+  const std::string where = luaL_checkstring(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer node = 0;
+  std::string msg;
+  try {
+    nodes_read(L, 1, where, &node);
     return 0;
-  });
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  lua_pushlstring(L, msg.data(), msg.size());
+  if (node > 0 && msg.rfind(where + ": node #" + std::to_string(node), 0) == 0) lua_pushinteger(L, node);
+  else lua_pushnil(L);
+  return 2;
 }
 
 const luaL_Reg engine_functions[] = {
@@ -1372,8 +1381,9 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training,
     session::impl::expanded memo;
     // the workload too: a built-in rule's error ("ops/layernorm.lua:16: bad argument …" for a 0 dimension) named
     // neither the file nor the model it came from (found by tests/fuzz/mutate.py)
-    const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'" +
-                            (g.origin.empty() ? std::string() : " of " + g.origin + ": model '" + g.model + "'");
+    const std::string node_who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
+    const std::string model_where = g.origin.empty() ? std::string() : g.origin + ": model '" + g.model + "'";
+    const std::string who = model_where.empty() ? node_who : node_who + " of " + model_where;
     p_->push_engine_field("need_op");
     lua_pushstring(L, n.op.c_str());
     ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk
@@ -1395,9 +1405,9 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training,
         std::string at = who;
         if (st && !g.origin.empty() && run_state_push(L, *st, "node_located") == LUA_TFUNCTION) {
           lua_pushinteger(L, lua_Integer(i + 1));
-          lua_pushstring(L, (g.origin + ": model '" + g.model + "'").c_str());
+          lua_pushstring(L, model_where.c_str());
           ns_call(L, 2, 1);  // stack: ... hook located
-          if (lua_isstring(L, -1)) at = "for node " + std::to_string(i + 1) + " '" + n.name + "' of " + lua_tostring(L, -1);
+          if (lua_isstring(L, -1)) at = node_who + " of " + lua_tostring(L, -1);
         }
         throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
                             "if the op has no backward work\n    " + at);

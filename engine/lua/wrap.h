@@ -44,8 +44,9 @@ void gpu_push(lua_State* L, const gpu_spec& gpu);
 // training, phase, attrs). [-0, +1, m]
 void node_push(lua_State* L, const node& n, bool training);
 
-// Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). [-0, +0, -]
-std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where);
+// Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). `failed`, when given, is
+// set to the index of the node whose reading threw (its errors start "<where>: node #i"). [-0, +0, -]
+std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where, lua_Integer* failed = nullptr);
 // The fields a node table may have (nodes_read's one list; neusight.workload checks a model's nodes against it first,
 // where it knows the script's line of each).
 const std::vector<std::string>& node_fields();

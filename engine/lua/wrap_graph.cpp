@@ -290,7 +290,7 @@ std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::s
 
 const std::vector<std::string>& node_fields() { return node_keys; }
 
-std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
+std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where, lua_Integer* failed) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) throw error(where + ": expected an array of nodes (got " + luaL_typename(L, idx) + ")");
   plain_table_check(L, idx, where + ": the array of nodes");
@@ -334,6 +334,7 @@ std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
       out.push_back(std::move(n));
     } catch (...) {
       lua_pop(L, 1);
+      if (failed) *failed = i;
       throw;
     }
     lua_pop(L, 1);

@@ -336,7 +336,8 @@ end
 
 --- Fused scaled-dot-product attention (FlashAttention-style): softmax(Q·Kᵀ/√d)·V without the scores in DRAM.
 --- `op`: "causal" | "full" (forward), "causal_bwd" | "full_bwd" (backward), "decode" (sq new tokens per sequence
---- over a KV cache of skv tokens; causal and decode need sq <= skv, full takes any: cross-attention). heads query heads share kv_heads key/value heads (MHA, GQA, MQA).
+--- over a KV cache of skv tokens; causal and decode need sq <= skv, full takes any: cross-attention). heads query
+--- heads share kv_heads key/value heads (MHA, GQA, MQA).
 --- FLOPs count the two products over the visible query/key pairs (4·d per pair); the backward's five products
 --- (Q·Kᵀ recomputed, dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) are 10·d per pair. Bytes: Q, K, V read and O
 --- written once (forward, decode); Q, K, V, O, dO read and dQ, dK, dV written once (backward).

@@ -1789,13 +1789,12 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   return memory.single(ctx, ok and at or nil)
 end
 
--- What a model function's graph (`nodes`, defaults filled; `signature` its raw graph_signature; `name` the model's)
--- does not honour of the options it was given, told by calling it again with one option changed (a call that fails
--- tells nothing): the warnings, each { id = a stable name of the check, text = what it says }, and an error for a
--- decode step that reads no KV cache. The id is what says two warnings are the same: `neusight search` tells each once
--- over its layouts (engine/cli/search_cmd.cpp search_warnings::model), though the numbers in its text (the layout's
--- batch, its parameters) differ. Builders declare what they implement (M.serving, sequence_parallel, …) and graph_of
--- refuses the rest; a function declares nothing.
+-- Whether node n is a flash_attention node --flash-attention made (`fused`: neusight.fusion apply's members, by node
+-- name), not one a model function built itself.
+local function fused_flash(n, fused)
+  return n.op == "flash_attention" and fused ~= nil and fused[n.name] ~= nil
+end
+
 -- The attention a model function's graph ran, whatever opts.attention said (a function may build its sdpa nodes at
 -- every dtype: fp32's default is "eager"): "sdpa" with a fused attention node (sdpa, flash_attention), else "eager"
 -- with a softmax node (the matmul-softmax-matmul chain), else nil (no attention: an MLP, a state-space model). It
@@ -1805,13 +1804,20 @@ end
 local function graph_attention(nodes, fused)
   local softmax = false
   for _, n in ipairs(nodes) do
-    local made = n.op == "flash_attention" and fused ~= nil and fused[n.name] ~= nil
+    local made = fused_flash(n, fused)
     if (n.op == "sdpa" or n.op == "flash_attention") and not made then return "sdpa" end
     softmax = softmax or n.op == "softmax" or made
   end
   return softmax and "eager" or nil
 end
 
+-- What a model function's graph (`nodes`, defaults filled; `signature` its raw graph_signature; `name` the model's)
+-- does not honour of the options it was given, told by calling it again with one option changed (a call that fails
+-- tells nothing): the warnings, each { id = a stable name of the check, text = what it says }, and an error for a
+-- decode step that reads no KV cache. The id is what says two warnings are the same: `neusight search` tells each once
+-- over its layouts (engine/cli/search_cmd.cpp search_warnings::model), though the numbers in its text (the layout's
+-- batch, its parameters) differ. Builders declare what they implement (M.serving, sequence_parallel, …) and graph_of
+-- refuses the rest; a function declares nothing.
 local function function_checks(w, opts, nodes, name, signature)
   local out, model = {}, w.model
   local function warn(id, text) out[#out + 1] = { id = id, text = text } end
@@ -1954,7 +1960,7 @@ function M.build(spec, gpu, origin)
   if fopts and fopts.flash_attention then
     local found = false -- a flash_attention node the pass made (a model function may build its own: not fused here)
     for _, n in ipairs(nodes) do
-      if n.op == "flash_attention" and fused ~= nil and fused[n.name] ~= nil then found = true break end
+      if fused_flash(n, fused) then found = true break end
     end
     if not found then
       -- a decode step first: its decode kernel is the same under either attention, so --attention eager fuses nothing
