@@ -669,6 +669,22 @@ local function window_report(r, o, pre, per_token_gb, tokens)
   r.kv_cache_gb_per_request_max = per_token_gb * used(held(tokens))
 end
 
+-- A request of `tokens` tokens whose KV blocks (`need`, kv_paging's used) exceed the `blocks` that fit beside the
+-- weights (kv_capacity): no serving engine runs it (vLLM refuses to start with a max_model_len whose cache does not fit
+-- one sequence), so it is the setting's error, the static batch's (one sequence of I + O - 1 tokens) and the --rate
+-- simulation's (its longest request) alike, naming what would make room. `at`: a trace's "file:line: " or "".
+local function request_beyond_cache(o, pre, at, tokens, need, blocks)
+  local room = { "shard the KV cache over more GPUs (--tp)" }
+  local function named(key, v) return v and (W.spelling(key, v) or v) or nil end
+  if named("kv_dtype", o.kv_dtype) ~= "fp8" then room[#room + 1] = "store it in fp8 (--kv-dtype fp8)" end
+  if named("weight_dtype", o.weight_dtype) ~= "int4" then room[#room + 1] = "quantise the weights (--weight-dtype)" end
+  room[#room + 1] = "shorten the request or take a GPU with more memory"
+  infeasible("%sa request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of "
+    .. "weights in %.0f %% of %s: no serving engine starts with a request longer than its KV cache; %s", at,
+    tokens, math.tointeger(need) and fmt("%d", need) or fmt("%.2f", need), o.block_size, blocks, pre.state_gb,
+    100 * o.gpu_memory_utilization, M.memory_text(pre.gpu), table.concat(room, ", "))
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Static batch
 
@@ -697,8 +713,15 @@ local function run_static(o, F, count)
   -- weights that alone exceed the memory budget: a serving engine refuses to start (vLLM: no memory left for the KV
   -- cache), so no latency describes it: the setting's error, as the --rate simulation's (a KV cache that overflows
   -- beside weights that fit is a forecast with a warning below: the engine runs fewer sequences at once)
-  local _, _, _, no_room = kv_capacity(o, pre, B, I)
+  local _, _, blocks_fit, no_room = kv_capacity(o, pre, B, I)
   if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
+  -- one sequence of I + O - 1 tokens beyond the cache: the --rate simulation's error (before, a forecast with "at most
+  -- 0 sequences" in a warning: Llama-3.1-8B, 130000 + 1000 tokens on one L4)
+  do
+    local blocks_for, used = kv_paging(o, pre)
+    local need = used(blocks_for(I + O - 1))
+    if need > blocks_fit then request_beyond_cache(o, pre, "", I + O - 1, need, blocks_fit) end
+  end
   local steps = O - 1
   -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
   if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
@@ -1065,10 +1088,7 @@ local function run_simulation(o, F, count, progress)
   if need_most > total_blocks then
     -- a trace's request is named by its line (tester10 #7); the memory as the report states it (M.memory_text)
     local at = o.trace and longest and longest.line and fmt("%s:%d: ", o.requests_file or "trace", longest.line) or ""
-    infeasible("%sa request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of "
-      .. "weights in %.0f %% of %s", at,
-      S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
-      100 * o.gpu_memory_utilization, M.memory_text(pre.gpu))
+    request_beyond_cache(o, pre, at, S, need_most, total_blocks)
   end
   -- the grid's forecasts reach the longest request's tokens: a limit they meet is said by the flags (longest_why)
   local why = longest_why(o)

@@ -497,6 +497,27 @@ function M.test_weights_beyond_memory()
   assert(err:find("the weights alone (72.0 GB per GPU) exceed 90 % of 80 GB", 1, true), err)
 end
 
+-- One sequence of I + O - 1 tokens whose KV cache does not fit beside the weights (56 GB of room: 560 000 tokens of
+-- 1e-4 GB): no serving engine starts (vLLM refuses a max_model_len beyond its KV cache), so the static batch fails as
+-- the --rate simulation does, naming what makes room (audit25: a 130 000-token prompt of Llama-3.1-8B on one L4 was a
+-- forecast with "at most 0 concurrent requests" in a warning, and --rate's error said nothing of what to do).
+function M.test_request_beyond_cache_is_the_settings_error()
+  for _, how in ipairs { { batch = 1 }, { rate = 1, requests = 3 } } do
+    local opts = { model = "m", gpu = "g", input_len = 600000, output_len = 2 }
+    for k, v in pairs(how) do opts[k] = v end
+    local ok, err = pcall(S.run, opts, phase)
+    eq(ok, false, "600 001 tokens beside 560 000 of room")
+    assert(err:find("serve: a request of 600001 tokens needs 37501 KV-cache blocks of 16 tokens, but only 35000 fit "
+      .. "beside 16.0 GB of weights in 90 % of 80 GB: no serving engine starts with a request longer than its KV cache; "
+      .. "shard the KV cache over more GPUs (--tp), store it in fp8 (--kv-dtype fp8), quantise the weights "
+      .. "(--weight-dtype), shorten the request or take a GPU with more memory", 1, true), err)
+    assert(require("neusight").is_infeasible(err), "the setting's reason (a sweep row)")
+  end
+  -- one that fits is still a forecast
+  local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 500000, output_len = 2 }, phase)
+  eq(r.max_concurrency, 1, "500 001 tokens fit once")
+end
+
 -- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated
 -- too, the model FLOPs at the dtype's dense peak (MFU 100 %) hold every predictor. serve used to hold only a calibrated
 -- phase, to its kernels' floors, and said nothing of a predictor pricing a phase at 150 % MFU.
