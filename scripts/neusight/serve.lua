@@ -448,6 +448,9 @@ local STALE_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warning of a request beyond a rotary model's max_position_embeddings (also among its warnings), for
 -- neusight.sweep, which says it once per sweep: kept beside the report for the same reason.
 local POSITION_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warning of its requests' attention beyond the attention MLPs' training contexts (also among its
+-- warnings), for neusight.sweep, which says it once per sweep.
+local ATTENTION_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its model's config file (also among its warnings, first), for neusight.sweep likewise.
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its parallel layout (also among its warnings), for neusight.sweep, which says them once.
@@ -484,6 +487,13 @@ local function common_report(o, first, count)
     beyond > 1 and fmt(" (the longest of %d requests of the trace beyond it)", beyond) or ""), positions,
     first.max_positions)
   warnings[#warnings + 1] = position_warning
+  -- the longest prompt's prefill attention (whole or chunk by chunk, its last keys are the prompt's) and the longest
+  -- request's last decode step (input + output - 1 cached tokens) beyond what the attention MLPs were trained on
+  -- (neusight.attention_range): of the requests, not of the grid's forecasts (a power of two past the longest)
+  local range = require "neusight.attention_range"
+  local attention_warning = range.applies(o.predictor, first.gpu.vendor)
+    and range.warning(o.input.hi, w.output > 1 and w.input + w.output - 1 or nil) or nil
+  warnings[#warnings + 1] = attention_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
   -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's
   local layout_warnings = first.layout_warnings or {}
@@ -548,6 +558,7 @@ local function common_report(o, first, count)
   NO_EFFECT[report] = no_effect
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
+  ATTENTION_WARNING[report] = attention_warning
   CONFIG_WARNINGS[report] = config_warnings
   LAYOUT_WARNINGS[report] = layout_warnings
   return report
@@ -590,6 +601,10 @@ function M.calibration_stale_warning(report) return STALE_WARNING[report] end
 --- The warning of a report of M.run whose longest request runs a rotary model beyond its max_position_embeddings
 --- (among its warnings too), or nil.
 function M.position_warning(report) return POSITION_WARNING[report] end
+
+--- The warning of a report of M.run whose requests' attention goes beyond the contexts the attention MLPs were trained
+--- on (neusight.attention_range; among its warnings too), for neusight.sweep, which says it once.
+function M.attention_warning(report) return ATTENTION_WARNING[report] end
 
 -- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the
 -- tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached, tokens and

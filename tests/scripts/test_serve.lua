@@ -518,6 +518,32 @@ function M.test_request_beyond_cache_is_the_settings_error()
   eq(r.max_concurrency, 1, "500 001 tokens fit once")
 end
 
+-- A request whose attention goes beyond the contexts the attention MLPs were trained on (neusight.attention_range:
+-- prompts of 16384 tokens, caches of 131072) is said of the longest prompt and the longest request's last decode step,
+-- on an NVIDIA GPU under the neusight predictor only (audit25: a 120000-token prompt on an L40S said nothing).
+function M.test_attention_beyond_training_contexts_is_said()
+  local function nvidia(f)
+    local p = phase(f)
+    p.gpu.vendor = "nvidia"
+    return p
+  end
+  local function said(r)
+    for _, w in ipairs(r.warnings) do
+      if w:find("attention MLPs were trained on", 1, true) then return w end
+    end
+  end
+  local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, nvidia)
+  eq(said(r), "a prefill attention over 16385 tokens (attention_prefill was trained on prompts of up to 16384: "
+    .. "AIConfigurator's context_attention): beyond the contexts the neusight predictor's attention MLPs were trained on, "
+    .. "so their utilisation is extrapolated and these kernels' times are indicative only (held to their roofline floor, "
+    .. "not measured)", "the prompt")
+  eq(S.attention_warning(r), said(r), "kept for the sweep")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2 }, nvidia)), nil, "at 16384")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2, predictor = "roofline" },
+    nvidia)), nil, "the roofline predictor")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, phase)), nil, "no vendor")
+end
+
 -- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated
 -- too, the model FLOPs at the dtype's dense peak (MFU 100 %) hold every predictor. serve used to hold only a calibrated
 -- phase, to its kernels' floors, and said nothing of a predictor pricing a phase at 150 % MFU.
