@@ -37,6 +37,13 @@ end
 local function decode_ms(b, c) return 5 + 0.01 * b + 1e-4 * b * (c + 1) end
 local function prefill_ms(b, s) return 2 + 0.05 * b * s + 1e-5 * b * s * s end
 
+-- The first of report `r`'s warnings that holds `text`, or nil.
+local function warning_with(r, text)
+  for _, w in ipairs(r.warnings) do
+    if w:find(text, 1, true) then return w end
+  end
+end
+
 local M = {}
 
 function M.test_rng_is_deterministic_and_uniform()
@@ -295,11 +302,7 @@ end
 -- A static batch above vLLM's default max_num_seqs (256) runs as one batch, as asked, and says so: before, batch 300
 -- ran as one batch silently, where a vLLM server would run 256 and queue the rest.
 function M.test_static_batch_above_max_num_seqs_says_it_runs_as_one_batch()
-  local function said(r)
-    for _, w in ipairs(r.warnings) do
-      if w:find("above the 256 sequences vLLM runs at once by default (max_num_seqs)", 1, true) then return w end
-    end
-  end
+  local function said(r) return warning_with(r, "above the 256 sequences vLLM runs at once by default (max_num_seqs)") end
   local big = S.run({ model = "m", gpu = "g", batch = 300, input_len = 16, output_len = 4 }, phase)
   local w = said(big)
   assert(w, "batch 300: said")
@@ -527,11 +530,7 @@ function M.test_attention_beyond_training_contexts_is_said()
     p.gpu.vendor = "nvidia"
     return p
   end
-  local function said(r)
-    for _, w in ipairs(r.warnings) do
-      if w:find("attention MLPs were trained on", 1, true) then return w end
-    end
-  end
+  local function said(r) return warning_with(r, "attention MLPs were trained on") end
   local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, nvidia)
   eq(said(r), "a prefill attention over 16385 tokens (attention_prefill was trained on prompts of up to 16384: "
     .. "AIConfigurator's context_attention): beyond the contexts the neusight predictor's attention MLPs were trained on, "
