@@ -118,6 +118,14 @@ function M.finish(run)
     if run.say then ns.warn(w) end
   end
   for _, w in ipairs(run.warnings) do warn(w) end
+  -- fused attention beyond the contexts its MLPs were trained on (neusight.attention_range), from the kernels before
+  -- they go into the forecast; not of a lean run (serve says it of its requests, not of its grid's forecasts)
+  local range = require "neusight.attention_range"
+  if not run.lean and type(run.kernels) == "function" and type(run.predictor) == "function"
+    and range.applies(run.predictor(), (run.gpu_spec and run.gpu_spec() or run.gpu or {}).vendor) then
+    local w = range.warning(range.of_kernels(run.kernels()))
+    if w then warn(w) end
+  end
   local totals, predictor_warnings, fp8_warning
   local fp8, fused = fp8_run(run), fused_run(run)
   if fp8 or fused then

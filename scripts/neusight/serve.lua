@@ -448,6 +448,9 @@ local STALE_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warning of a request beyond a rotary model's max_position_embeddings (also among its warnings), for
 -- neusight.sweep, which says it once per sweep: kept beside the report for the same reason.
 local POSITION_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warning of its requests' attention beyond the attention MLPs' training contexts (also among its
+-- warnings), for neusight.sweep, which says it once per sweep.
+local ATTENTION_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its model's config file (also among its warnings, first), for neusight.sweep likewise.
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its parallel layout (also among its warnings), for neusight.sweep, which says them once.
@@ -484,6 +487,13 @@ local function common_report(o, first, count)
     beyond > 1 and fmt(" (the longest of %d requests of the trace beyond it)", beyond) or ""), positions,
     first.max_positions)
   warnings[#warnings + 1] = position_warning
+  -- the longest prompt's prefill attention (whole or chunk by chunk, its last keys are the prompt's) and the longest
+  -- request's last decode step (input + output - 1 cached tokens) beyond what the attention MLPs were trained on
+  -- (neusight.attention_range): of the requests, not of the grid's forecasts (a power of two past the longest)
+  local range = require "neusight.attention_range"
+  local attention_warning = range.applies(o.predictor, first.gpu.vendor)
+    and range.warning(o.input.hi, w.output > 1 and w.input + w.output - 1 or nil) or nil
+  warnings[#warnings + 1] = attention_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
   -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's
   local layout_warnings = first.layout_warnings or {}
@@ -548,6 +558,7 @@ local function common_report(o, first, count)
   NO_EFFECT[report] = no_effect
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
+  ATTENTION_WARNING[report] = attention_warning
   CONFIG_WARNINGS[report] = config_warnings
   LAYOUT_WARNINGS[report] = layout_warnings
   return report
@@ -590,6 +601,10 @@ function M.calibration_stale_warning(report) return STALE_WARNING[report] end
 --- The warning of a report of M.run whose longest request runs a rotary model beyond its max_position_embeddings
 --- (among its warnings too), or nil.
 function M.position_warning(report) return POSITION_WARNING[report] end
+
+--- The warning of a report of M.run whose requests' attention goes beyond the contexts the attention MLPs were trained
+--- on (neusight.attention_range; among its warnings too), for neusight.sweep, which says it once.
+function M.attention_warning(report) return ATTENTION_WARNING[report] end
 
 -- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the
 -- tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached, tokens and
@@ -669,6 +684,22 @@ local function window_report(r, o, pre, per_token_gb, tokens)
   r.kv_cache_gb_per_request_max = per_token_gb * used(held(tokens))
 end
 
+-- A request of `tokens` tokens whose KV blocks (`need`, kv_paging's used) exceed the `blocks` that fit beside the
+-- weights (kv_capacity): no serving engine runs it (vLLM refuses to start with a max_model_len whose cache does not fit
+-- one sequence), so it is the setting's error, the static batch's (one sequence of I + O - 1 tokens) and the --rate
+-- simulation's (its longest request) alike, naming what would make room. `at`: a trace's "file:line: " or "".
+local function request_beyond_cache(o, pre, at, tokens, need, blocks)
+  local room = { "shard the KV cache over more GPUs (--tp)" }
+  local function named(key, v) return v and (W.spelling(key, v) or v) or nil end
+  if named("kv_dtype", o.kv_dtype) ~= "fp8" then room[#room + 1] = "store it in fp8 (--kv-dtype fp8)" end
+  if named("weight_dtype", o.weight_dtype) ~= "int4" then room[#room + 1] = "quantise the weights (--weight-dtype)" end
+  room[#room + 1] = "shorten the request or take a GPU with more memory"
+  infeasible("%sa request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of "
+    .. "weights in %.0f %% of %s: no serving engine starts with a request longer than its KV cache; %s", at,
+    tokens, math.tointeger(need) and fmt("%d", need) or fmt("%.2f", need), o.block_size, blocks, pre.state_gb,
+    100 * o.gpu_memory_utilization, M.memory_text(pre.gpu), table.concat(room, ", "))
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Static batch
 
@@ -697,8 +728,15 @@ local function run_static(o, F, count)
   -- weights that alone exceed the memory budget: a serving engine refuses to start (vLLM: no memory left for the KV
   -- cache), so no latency describes it: the setting's error, as the --rate simulation's (a KV cache that overflows
   -- beside weights that fit is a forecast with a warning below: the engine runs fewer sequences at once)
-  local _, _, _, no_room = kv_capacity(o, pre, B, I)
+  local _, _, blocks_fit, no_room = kv_capacity(o, pre, B, I)
   if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
+  -- one sequence of I + O - 1 tokens beyond the cache: the --rate simulation's error (before, a forecast with "at most
+  -- 0 sequences" in a warning: Llama-3.1-8B, 130000 + 1000 tokens on one L4)
+  do
+    local blocks_for, used = kv_paging(o, pre)
+    local need = used(blocks_for(I + O - 1))
+    if need > blocks_fit then request_beyond_cache(o, pre, "", I + O - 1, need, blocks_fit) end
+  end
   local steps = O - 1
   -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
   if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
@@ -1065,10 +1103,7 @@ local function run_simulation(o, F, count, progress)
   if need_most > total_blocks then
     -- a trace's request is named by its line (tester10 #7); the memory as the report states it (M.memory_text)
     local at = o.trace and longest and longest.line and fmt("%s:%d: ", o.requests_file or "trace", longest.line) or ""
-    infeasible("%sa request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of "
-      .. "weights in %.0f %% of %s", at,
-      S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
-      100 * o.gpu_memory_utilization, M.memory_text(pre.gpu))
+    request_beyond_cache(o, pre, at, S, need_most, total_blocks)
   end
   -- the grid's forecasts reach the longest request's tokens: a limit they meet is said by the flags (longest_why)
   local why = longest_why(o)

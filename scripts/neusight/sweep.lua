@@ -292,6 +292,10 @@ function M.run(raw, phase, progress, gpu)
       -- fp8 GEMMs forecast slower than in bf16 (serve.lua fp8_warning): each text once
       local f8 = S.fp8_warning and S.fp8_warning(r)
       if f8 and not cal_seen[f8] then cal_seen[f8], cal_warnings[#cal_warnings + 1] = true, f8 end
+      -- the requests' attention beyond the attention MLPs' training contexts (serve.lua attention_warning: the rows
+      -- of NVIDIA GPUs), said once
+      local aw = S.attention_warning and S.attention_warning(r)
+      if aw and not cal_seen[aw] then cal_seen[aw], cal_warnings[#cal_warnings + 1] = true, aw end
       -- the layout's (a tp group priced over PCIe beyond the GPU's bridge: predict's and serve's warning), said once
       for _, lw in ipairs(S.layout_warnings and S.layout_warnings(r) or {}) do
         if not layout_seen[lw] then layout_seen[lw], layout_warnings[#layout_warnings + 1] = true, lw end

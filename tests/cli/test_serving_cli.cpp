@@ -1,5 +1,8 @@
 // tests/cli/test_serving_cli.cpp — serving phases end to end: `predict --mode prefill / decode` for Llama-3-8B on an H100
 // (the README's two commands), kv_cache_gb, decode time against C, B and the weights' read, errors, tensor parallelism.
+#include <algorithm>
+#include <sstream>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -198,4 +201,75 @@ TEST_CASE("serving: a config.json max_position_embeddings of null or 2048.0 or n
     CHECK_FALSE(warns_of_positions(predict(model + "--mode prefill --seq 2048"), "seq 2048"));
     CHECK(warns_of_positions(predict(model + "--mode decode --context 2048"), "context 2048 + 1 new token"));
   }
+}
+
+namespace {
+// The longest bf16-cache, window-less row of AIConfigurator's `file` of the B200 (a training GPU of the attention MLPs):
+// its keys, isl (context_attention: a prompt) or isl + step (generation_attention: a cache).
+int64_t longest_attention_row(const std::filesystem::path& file, bool decode) {
+  std::istringstream in(ns_test::slurp(file));
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    for (std::string cell; std::getline(ss, cell, ',');) out.push_back(cell);
+    return out;
+  };
+  head = split(line);
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(head.begin(), head.end(), name);
+    REQUIRE(it != head.end());
+    return size_t(it - head.begin());
+  };
+  const size_t isl = col("isl"), step = col("step"), kv = col("kv_cache_dtype"), win = col("window_size");
+  int64_t most = 0;
+  while (std::getline(in, line)) {
+    const auto row = split(line);
+    if (row.size() != head.size() || row[kv] != "bfloat16" || row[win] != "0") continue;
+    most = std::max<int64_t>(most, std::stoll(row[isl]) + (decode ? std::stoll(row[step]) : 0));
+  }
+  return most;
+}
+
+bool warns_of_attention_range(const json& j, const std::string& what) {
+  for (const auto& w : j["warnings"])
+    if (std::string(w).find(what) != std::string::npos &&
+        std::string(w).find("beyond the contexts the neusight predictor's attention MLPs were trained on") !=
+            std::string::npos)
+      return true;
+  return false;
+}
+}  // namespace
+
+// A prefill or decode attention longer than any the attention MLPs learnt (AIConfigurator: prompts of up to 16384
+// tokens, caches of up to 131072) was priced without a word, on a training GPU without any warning at all (audit25:
+// Llama-3.1-8B, a 131072-token prefill on a B200, 8x the longest measured). Said from the first token beyond the
+// data's longest row (scripts/neusight/attention_range.lua), by predict and serve; not by the roofline predictor.
+TEST_CASE("serving: attention beyond the attention MLPs' training contexts is said", "[cli][serving]") {
+  const auto dir = ns_test::shared_data("aiconfigurator/b200_sxm");
+  if (!dir) return;
+  const int64_t prompt = longest_attention_row(*dir / "context_attention.csv", false);
+  const int64_t cache = longest_attention_row(*dir / "generation_attention.csv", true);
+  REQUIRE(prompt == 16384);
+  REQUIRE(cache == 131072);
+  const std::string model = "--model llama32_1b --gpu b200 --dtype bf16 --batch 1 ";
+  const std::string at = std::to_string(prompt), past = std::to_string(prompt + 1);
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode prefill --seq " + at), "prefill attention"));
+  CHECK(warns_of_attention_range(predict(model + "--mode prefill --seq " + past),
+                                 "a prefill attention over " + past + " tokens (attention_prefill was trained on "
+                                 "prompts of up to " + at));
+  // a decode step at context C attends over C + 1 cached tokens
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode decode --context " + std::to_string(cache - 1)),
+                                       "decode attention"));
+  CHECK(warns_of_attention_range(predict(model + "--mode decode --context " + std::to_string(cache)),
+                                 "a decode attention over " + std::to_string(cache + 1) + " cached tokens"));
+  CHECK_FALSE(warns_of_attention_range(
+      predict(model + "--mode decode --predictor roofline --context " + std::to_string(cache)), "decode attention"));
+  // serve: of its requests (the longest prompt; the longest request's input + output - 1 cached tokens)
+  const json s = ns_test::run_json("serve --model llama32_1b --gpu b200 --batch 1 --output-len 2 --input-len " + past);
+  CHECK(warns_of_attention_range(s, "a prefill attention over " + past + " tokens"));
+  CHECK_FALSE(warns_of_attention_range(
+      ns_test::run_json("serve --model llama32_1b --gpu b200 --batch 1 --output-len 2 --input-len " + at), "attention"));
 }

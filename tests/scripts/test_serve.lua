@@ -37,6 +37,13 @@ end
 local function decode_ms(b, c) return 5 + 0.01 * b + 1e-4 * b * (c + 1) end
 local function prefill_ms(b, s) return 2 + 0.05 * b * s + 1e-5 * b * s * s end
 
+-- The first of report `r`'s warnings that holds `text`, or nil.
+local function warning_with(r, text)
+  for _, w in ipairs(r.warnings) do
+    if w:find(text, 1, true) then return w end
+  end
+end
+
 local M = {}
 
 function M.test_rng_is_deterministic_and_uniform()
@@ -295,11 +302,7 @@ end
 -- A static batch above vLLM's default max_num_seqs (256) runs as one batch, as asked, and says so: before, batch 300
 -- ran as one batch silently, where a vLLM server would run 256 and queue the rest.
 function M.test_static_batch_above_max_num_seqs_says_it_runs_as_one_batch()
-  local function said(r)
-    for _, w in ipairs(r.warnings) do
-      if w:find("above the 256 sequences vLLM runs at once by default (max_num_seqs)", 1, true) then return w end
-    end
-  end
+  local function said(r) return warning_with(r, "above the 256 sequences vLLM runs at once by default (max_num_seqs)") end
   local big = S.run({ model = "m", gpu = "g", batch = 300, input_len = 16, output_len = 4 }, phase)
   local w = said(big)
   assert(w, "batch 300: said")
@@ -495,6 +498,49 @@ function M.test_weights_beyond_memory()
   ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 1, input_len = 10, output_len = 2 }, full)
   eq(ok, false, "72 GB of 72")
   assert(err:find("the weights alone (72.0 GB per GPU) exceed 90 % of 80 GB", 1, true), err)
+end
+
+-- One sequence of I + O - 1 tokens whose KV cache does not fit beside the weights (56 GB of room: 560 000 tokens of
+-- 1e-4 GB): no serving engine starts (vLLM refuses a max_model_len beyond its KV cache), so the static batch fails as
+-- the --rate simulation does, naming what makes room (audit25: a 130 000-token prompt of Llama-3.1-8B on one L4 was a
+-- forecast with "at most 0 concurrent requests" in a warning, and --rate's error said nothing of what to do).
+function M.test_request_beyond_cache_is_the_settings_error()
+  for _, how in ipairs { { batch = 1 }, { rate = 1, requests = 3 } } do
+    local opts = { model = "m", gpu = "g", input_len = 600000, output_len = 2 }
+    for k, v in pairs(how) do opts[k] = v end
+    local ok, err = pcall(S.run, opts, phase)
+    eq(ok, false, "600 001 tokens beside 560 000 of room")
+    assert(err:find("serve: a request of 600001 tokens needs 37501 KV-cache blocks of 16 tokens, but only 35000 fit "
+      .. "beside 16.0 GB of weights in 90 % of 80 GB: no serving engine starts with a request longer than its KV cache; "
+      .. "shard the KV cache over more GPUs (--tp), store it in fp8 (--kv-dtype fp8), quantise the weights "
+      .. "(--weight-dtype), shorten the request or take a GPU with more memory", 1, true), err)
+    assert(require("neusight").is_infeasible(err), "the setting's reason (a sweep row)")
+  end
+  -- one that fits is still a forecast
+  local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 500000, output_len = 2 }, phase)
+  eq(r.max_concurrency, 1, "500 001 tokens fit once")
+end
+
+-- A request whose attention goes beyond the contexts the attention MLPs were trained on (neusight.attention_range:
+-- prompts of 16384 tokens, caches of 131072) is said of the longest prompt and the longest request's last decode step,
+-- on an NVIDIA GPU under the neusight predictor only (audit25: a 120000-token prompt on an L40S said nothing).
+function M.test_attention_beyond_training_contexts_is_said()
+  local function nvidia(f)
+    local p = phase(f)
+    p.gpu.vendor = "nvidia"
+    return p
+  end
+  local function said(r) return warning_with(r, "attention MLPs were trained on") end
+  local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, nvidia)
+  eq(said(r), "a prefill attention over 16385 tokens (attention_prefill was trained on prompts of up to 16384: "
+    .. "AIConfigurator's context_attention): beyond the contexts the neusight predictor's attention MLPs were trained on, "
+    .. "so their utilisation is extrapolated and these kernels' times are indicative only (held to their roofline floor, "
+    .. "not measured)", "the prompt")
+  eq(S.attention_warning(r), said(r), "kept for the sweep")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2 }, nvidia)), nil, "at 16384")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2, predictor = "roofline" },
+    nvidia)), nil, "the roofline predictor")
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, phase)), nil, "no vendor")
 end
 
 -- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated
