@@ -741,11 +741,11 @@ function M.parts(r)
   -- M.untrained_min: every training run has backward attention, and at a few per cent of the time (Llama-3-8B at 2048
   -- tokens: 2.4 %) even a 50 % error in it moves the forecast less than the band's own width
   if u and (u.forward > 0 or u.share >= M.untrained_min) then
-    out.warnings[#out.warnings + 1] = fmt("%s kernel launch%s (%.1f %% of the kernel time: %s) %s of variant%s the "
+    out.warnings[#out.warnings + 1] = fmt("%s kernel launch%s (%.1f %% of the kernel time: %s) %s of %s the "
       .. "attention_prefill predictor was not trained on (it saw causal self-attention forward only, queries = keys: "
       .. "AIConfigurator's context attention): priced and banded as that kernel, with no measurement of their own, so "
       .. "their error may exceed the band", fmt("%.0f", u.n), u.n == 1 and "" or "es", 100 * u.share, u.text,
-      u.n == 1 and "is" or "are", u.n == 1 and "" or "s")
+      u.n == 1 and "is" or "are", u.n == 1 and "a variant" or "variants")
     u.warned = true
   end
   out.out_of_distribution = #order > 0 or (u ~= nil and u.warned == true)
