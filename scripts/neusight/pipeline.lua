@@ -44,7 +44,9 @@
 --                          ns.predict prices other kernels on (the bf16 twins of fp8 GEMMs, below)
 --   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` (nil: fp32) on the GPU, nil when it has no unit for
 --                          it; a dtype name neusight.kernels does not know is an error
---   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>
+--   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>; the
+--                          figures get untrained_s.<variant> and untrained_n.<variant> beside them, summed here from
+--                          kernels() and latencies() (neusight.uncertainty untrained_inputs)
 --   calibration_inputs()   → { { key, value }, … }: the calibration forecast() applied (empty without one)
 --   figures(inputs)        → { fields = { { key, value, column, cell, top }, … }, lines, warnings }:
 --                          scripts/neusight/figures.lua compute() of `inputs` ({ { key, value }, … }, a later key
@@ -118,23 +120,28 @@ function M.finish(run)
     if run.say then ns.warn(w) end
   end
   for _, w in ipairs(run.warnings) do warn(w) end
-  -- fused attention beyond the contexts its MLPs were trained on (neusight.attention_range), from the kernels before
-  -- they go into the forecast; not of a lean run (serve says it of its requests, not of its grid's forecasts)
-  local range = require "neusight.attention_range"
-  if not run.lean and type(run.kernels) == "function" and type(run.predictor) == "function"
-    and range.applies(run.predictor(), (run.gpu_spec and run.gpu_spec() or run.gpu or {}).vendor) then
-    local w = range.warning(range.of_kernels(run.kernels()))
-    if w then warn(w) end
-  end
-  local totals, predictor_warnings, fp8_warning
+  local totals, predictor_warnings, fp8_warning, untrained
   local fp8, fused = fp8_run(run), fused_run(run)
-  if fp8 or fused then
+  if fp8 or fused or not run.lean then
     -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning); a fused kernel priced
-    -- above its members summed: priced as them (neusight.fusion cap). From the kernels and their latencies before
-    -- they are summed (run.forecast() in two halves)
+    -- above its members summed: priced as them (neusight.fusion cap); the time of kernels of variants their family's
+    -- weights never saw (neusight.uncertainty untrained_inputs: the band's figures say it). From the kernels and their
+    -- latencies before they are summed (run.forecast() in two halves)
     run.predict()
     if fused then fusion_cap(run) end
-    if fp8 then fp8_warning = fp8_slower(run, run.kernels(), run.latencies()) end
+    local kernels, seconds = run.kernels(), run.latencies()
+    if fp8 then fp8_warning = fp8_slower(run, kernels, seconds) end
+    if not run.lean then
+      untrained = require("neusight.uncertainty").untrained_inputs(kernels, seconds)
+      -- fused attention beyond the contexts its MLPs were trained on (neusight.attention_range); not of a lean run
+      -- (serve says it of its requests, not of its grid's forecasts)
+      local range = require "neusight.attention_range"
+      if type(run.predictor) == "function"
+        and range.applies(run.predictor(), (run.gpu_spec and run.gpu_spec() or run.gpu or {}).vendor) then
+        local w = range.warning(range.of_kernels(kernels))
+        if w then warn(w) end
+      end
+    end
     totals, predictor_warnings = run.aggregate()
   else
     totals, predictor_warnings = run.forecast()
@@ -155,6 +162,7 @@ function M.finish(run)
   local peak = run.peak_tflops(dtype)
   if peak then add("peak_tflops", peak) end  -- nil: no MFU
   for _, kv in ipairs(run.family_inputs()) do add(kv[1], kv[2]) end
+  for _, kv in ipairs(untrained or {}) do add(kv[1], kv[2]) end
   if run.row_keys then add("row_keys", run.row_keys) end
   for _, kv in ipairs(run.calibration_inputs()) do add(kv[1], kv[2]) end
   local figures = run.figures(inputs)

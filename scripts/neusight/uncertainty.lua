@@ -464,6 +464,7 @@ function M.range_warnings(r)
   return out
 end
 
+M.untrained_min = 0.05  -- the share of the kernel time in untrained backward variants from which M.parts warns of them
 M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
 M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
 
@@ -501,6 +502,75 @@ local function fallback_errors()
   for _, name in ipairs(names) do m.grids[name] = quantile_grid(levels, errs[name], where .. "." .. name) end
   fallback_memo[errs] = m
   return m
+end
+
+-- Kernel variants a family's weights never saw. The family totals (family_s, family_n) cannot tell them apart, so the
+-- pipeline (scripts/neusight/pipeline.lua) sums them kernel by kernel (M.untrained_inputs) and M.parts says so. The
+-- attention_prefill weights were trained on AIConfigurator's context attention only: causal self-attention forward
+-- over a prompt, queries = keys (its rows have step 0: engine/ingest/dataset.cpp aiconfigurator_attention_load). Full
+-- attention (BERT / ViT encoders), cross-attention (queries != keys: a T5 decoder over its encoder), a prefill that
+-- continues a cache (queries < keys) and the backward kernels (scripts/tiling/attention.lua prices them "for want of
+-- measurements") are priced as if they were that kernel. In the order the warning lists them.
+M.untrained_variants = {
+  { key = "full", family = "attention_prefill", what = "full (non-causal) self-attention" },
+  { key = "cross", family = "attention_prefill", what = "cross-attention (queries != keys)" },
+  { key = "cached", family = "attention_prefill", what = "causal attention continuing a cache (queries < keys)" },
+  { key = "backward", family = "attention_prefill", what = "attention backward" },
+}
+
+--- The untrained variant of a kernel (M.untrained_variants' key), or nil for one its family's weights were trained on.
+--- `k`: a kernel as run.kernels() gives it (kind, op, m = query length, k = key length).
+---@param k table
+---@return string?
+function M.untrained_variant(k)
+  if k.kind ~= "attention" or k.op == "decode" or k.seconds then return nil end
+  if k.op == "causal_bwd" or k.op == "full_bwd" then return "backward" end
+  if k.m ~= k.k then return k.op == "full" and "cross" or "cached" end
+  if k.op == "full" then return "full" end
+  return nil
+end
+
+--- The figure inputs of a run's kernels of untrained variants (M.untrained_variant): untrained_s.<variant> (seconds:
+--- per-launch seconds x the node's count, as family_s sums them) and untrained_n.<variant> (launches), for the
+--- variants present; {} when none is. `kernels` and `seconds` as run.kernels() and run.latencies() give them.
+---@param kernels table
+---@param seconds table
+---@return table { { key, value }, … }
+function M.untrained_inputs(kernels, seconds)
+  local s, n = {}, {}
+  for i, k in ipairs(kernels) do
+    local v = M.untrained_variant(k)
+    if v then
+      local c = k.count or 1
+      s[v], n[v] = (s[v] or 0) + seconds[i] * c, (n[v] or 0) + c
+    end
+  end
+  local out = {}
+  for _, v in ipairs(M.untrained_variants) do
+    if n[v.key] then
+      out[#out + 1] = { "untrained_s." .. v.key, s[v.key] }
+      out[#out + 1] = { "untrained_n." .. v.key, n[v.key] }
+    end
+  end
+  return out
+end
+
+-- What M.parts says of r.untrained_s / r.untrained_n (M.untrained_inputs) over the families it has error data for
+-- (`priced`: the MLP priced them; the roofline fallback was trained on nothing, its own note says so): nil when none;
+-- else { s, n, share (of `total`), text ("attention backward 21 %, …"), forward (seconds of forward variants) }.
+local function untrained_of(r, priced, total)
+  local s_of, n_of = r.untrained_s or {}, r.untrained_n or {}
+  local s, n, fwd, what = 0, 0, 0, {}
+  for _, v in ipairs(M.untrained_variants) do
+    local vs = s_of[v.key]
+    if priced[v.family] and type(vs) == "number" and vs > 0 then
+      s, n = s + vs, n + (n_of[v.key] or 0)
+      if v.key ~= "backward" then fwd = fwd + vs end
+      what[#what + 1] = fmt("%s %.1f %%", v.what, 100 * vs / total)
+    end
+  end
+  if n == 0 then return nil end
+  return { s = s, n = n, share = s / total, forward = fwd, text = table.concat(what, ", ") }
 end
 
 --- Each kernel family's error distributions: one per leave-one-GPU-out fold of the table, as inverse-CDF grids, with
@@ -661,7 +731,24 @@ function M.parts(r)
       .. "borrowed from the %s weights' folds (%s), whose errors on %s GPUs are not those of the %s weights",
       tostring(gpu.vendor), tostring(tbl.vendor), src, tostring(tbl.vendor), tostring(gpu.vendor))
   end
-  out.out_of_distribution = #order > 0
+  -- kernels of variants their family's weights never saw (M.untrained_variants), summed kernel by kernel
+  local priced = {}
+  for _, part in ipairs(out.parts) do priced[part.name] = true end
+  local u = untrained_of(r, priced, out.total)
+  out.untrained = u
+  -- said always in JSON (M.figures: untrained_share, untrained_kernels, untrained_for); warned of when a forward
+  -- variant is present (the model itself is outside the data: BERT, T5) or the backward's share reaches
+  -- M.untrained_min: every training run has backward attention, and at a few per cent of the time (Llama-3-8B at 2048
+  -- tokens: 2.4 %) even a 50 % error in it moves the forecast less than the band's own width
+  if u and (u.forward > 0 or u.share >= M.untrained_min) then
+    out.warnings[#out.warnings + 1] = fmt("%s kernel launch%s (%.1f %% of the kernel time: %s) %s of %s the "
+      .. "attention_prefill predictor was not trained on (it saw causal self-attention forward only, queries = keys: "
+      .. "AIConfigurator's context attention): priced and banded as that kernel, with no measurement of their own, so "
+      .. "their error may exceed the band", fmt("%.0f", u.n), u.n == 1 and "" or "es", 100 * u.share, u.text,
+      u.n == 1 and "is" or "are", u.n == 1 and "a variant" or "variants")
+    u.warned = true
+  end
+  out.out_of_distribution = #order > 0 or (u ~= nil and u.warned == true)
   return out
 end
 
@@ -873,6 +960,7 @@ function M.band(r)
     fallback_families = p.fallback_families,
     unmeasured = p.unmeasured,
     out_of_distribution = p.out_of_distribution,
+    untrained = p.untrained,
     widened = widened,
     borrowed_from = p.borrowed_from,
     warnings = p.warnings,
@@ -965,6 +1053,11 @@ function M.figures(r)
   if widest > 1 then  -- only then: a band no family of which is widened keeps its JSON
     fields[#fields + 1] = { key = "band_widened", value = widest }
     fields[#fields + 1] = { key = "band_widened_for", value = table.concat(widened_for, ", ") }
+  end
+  if b and b.untrained then  -- only then: a forecast of trained variants only keeps its JSON
+    fields[#fields + 1] = { key = "untrained_share", value = b.untrained.share }
+    fields[#fields + 1] = { key = "untrained_kernels", value = b.untrained.n }
+    fields[#fields + 1] = { key = "untrained_for", value = b.untrained.text }
   end
   if b and b.borrowed_from then  -- only then: a band of the GPU's own vendor keeps its JSON
     fields[#fields + 1] = { key = "band_borrowed_from", value = b.borrowed_from }

@@ -1125,3 +1125,42 @@ TEST_CASE("efficiency.lua's fallback errors are what weights/roofline_efficiency
     if (line.find(" = ") != std::string::npos) CHECK(lua.find("\n" + line) != std::string::npos);
   }
 }
+
+// Attention kernels of variants the attention_prefill weights never saw (causal self-attention forward only, queries =
+// keys: scripts/neusight/uncertainty.lua untrained_variants), summed kernel by kernel in scripts/neusight/pipeline.lua:
+// one warning and JSON untrained_* when a forward variant is present; ordinary causal inference stays quiet.
+TEST_CASE("band: attention variants the predictor was not trained on are said - BERT and cross-attention warn and Llama does not",
+          "[cli][band]") {
+  const std::string untrained = "of variants the attention_prefill predictor was not trained on";
+  const json bert = run_json("predict --model bert_large --gpu l40s --mode inference --batch 8 --seq 512 --dtype bf16");
+  INFO(bert["warnings"].dump());
+  CHECK(warned(bert["warnings"], untrained));
+  CHECK(warned(bert["warnings"], "full (non-causal) self-attention"));
+  CHECK(bert["figures"]["out_of_distribution"] == true);
+  const double share = bert["figures"]["untrained_share"];
+  CHECK(share > 0.05);
+  CHECK(share < 0.5);
+  CHECK(bert["figures"]["untrained_kernels"] == 24);  // one sdpa per layer
+  for (const char* mode : {"inference", "prefill"}) {
+    const json llama = run_json(std::string("predict --model llama3_8b --gpu l40s --mode ") + mode +
+                                " --batch 2 --seq 1024 --dtype bf16");
+    INFO(mode << ": " << llama["warnings"].dump());
+    CHECK_FALSE(warned(llama["warnings"], untrained));
+    CHECK_FALSE(llama["figures"].contains("untrained_share"));
+  }
+  // a model function's cross-attention: 64 decoder queries over 128 encoder keys, no causal mask
+  temp_dir t;
+  const fs::path fn = t.write("cross.lua",
+      "return { gpu = 'l40s', mode = 'inference', batch = 4, seq = 64, dtype = 'bf16',\n"
+      "  model = function(opts)\n"
+      "    local b, s = opts.batch, opts.seq\n"
+      "    local q, kv = { b, 16, s, 64 }, { b, 16, 128, 64 }\n"
+      "    return { { op = 'linear', name = 'q', inputs = { { b, s, 1024 } }, output = { b, s, 1024 }, params = 1048576 },\n"
+      "             { op = 'sdpa', name = 'cross', inputs = { q, kv, kv }, output = q, attrs = { causal = false } } }\n"
+      "  end }\n");
+  const json cross = run_json("run '" + fn.string() + "'");
+  INFO(cross["warnings"].dump());
+  CHECK(warned(cross["warnings"], "cross-attention (queries != keys)"));
+  CHECK(cross["figures"]["untrained_kernels"] == 1);
+  CHECK(cross["figures"]["untrained_share"].get<double>() > 0);
+}
