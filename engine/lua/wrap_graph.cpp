@@ -238,6 +238,16 @@ const std::vector<std::string> kernel_keys_tiled = [] {
   return keys;
 }();
 
+// Field `field` of the table `r` reads, a dtype name: dtype_bytes' error ("unknown dtype 'x'") named the node or kernel
+// no more than its file, as the reader's other errors do ("<what>: field 'dtype': unknown dtype 'x' …").
+void dtype_field_check(const table_reader& r, const char* field, const std::string& dtype) {
+  try {
+    dtype_bytes(dtype);
+  } catch (const error& e) {
+    throw error(r.what() + ": field '" + field + "': " + e.what());
+  }
+}
+
 // The `tile` table of kernel_push at `idx` into k's tile fields. [-0, +0, -]
 void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   table_reader t(L, idx, what);
@@ -310,7 +320,7 @@ std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where, lu
       n.inputs = named.shapes_at("inputs");
       n.output = named.shape_at("output");
       n.dtype = named.str_or("dtype", "fp32");
-      dtype_bytes(n.dtype);  // validates
+      dtype_field_check(named, "dtype", n.dtype);
       n.count = named.integer_or("count", 1);
       if (n.count < 1) throw error(named.what() + ": field 'count' must be >= 1");
       n.params = named.number_or("params", 0);
@@ -379,7 +389,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       k.name = r.str("name");
       k.op = r.str_or("op", "");
       k.dtype = r.str_or("dtype", "fp32");
-      dtype_bytes(k.dtype);
+      dtype_field_check(r, "dtype", k.dtype);
       k.flops = r.number("flops");
       k.bytes = r.number("bytes");
       if (k.flops < 0 || k.bytes < 0) throw error(r.what() + ": flops and bytes must be >= 0");
@@ -434,7 +444,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
         k.kv_dtype = r.str_or("kv_dtype", "");
-        if (!k.kv_dtype.empty()) dtype_bytes(k.kv_dtype);  // validates
+        if (!k.kv_dtype.empty()) dtype_field_check(r, "kv_dtype", k.kv_dtype);
         if (k.kv_dtype == k.dtype) k.kv_dtype.clear();
         if (k.b < 1 || k.m < 1 || k.n < 1 || k.k < 1 || k.rows < 1 || k.hidden < 1)
           throw error(r.what() + ": attention dims b, m, n, k, rows (heads), hidden (kv heads) must be >= 1");

@@ -356,15 +356,16 @@ end
 -- [low, high]), peak_field, architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why
 -- none can be made and the training GPU without a GPU file (if that is why).
 local range_memo = setmetatable({}, { __mode = "k" })
--- A GPU table's memory bandwidth and memory per SM, or an error naming the field it lacks (a table a script made, not
--- one read from a GPU file: "attempt to perform arithmetic on a nil value" had named none); `level` as error()'s, of
--- the function calling this one.
+-- A GPU table's memory bandwidth and memory per SM, or an error naming the field it lacks or has out of range (a table
+-- a script made, not one read from a GPU file, which refuses both: "attempt to perform arithmetic on a nil value" had
+-- named none, and an infinite field gave bandwidth per SM inf or 0 without a word); `level` as error()'s, of the
+-- function calling this one.
 local function per_sm(g, level)
   for _, key in ipairs { "num_sm", "mem_bw_gbps", "mem_gb" } do
     local v = g[key]
-    if type(v) ~= "number" or not (v > 0) then
-      error(fmt("neusight.uncertainty: the per-SM range needs the GPU table's %s, a positive number (GPU %s: got %s)",
-        key, tostring(g.name), tostring(v)), level + 1)
+    if type(v) ~= "number" or not (v > 0 and v < math.huge) then
+      error(fmt("neusight.uncertainty: the per-SM range needs the GPU table's %s, a positive finite number (GPU %s: "
+        .. "got %s)", key, tostring(g.name), tostring(v)), level + 1)
     end
   end
   return g.mem_bw_gbps / g.num_sm, g.mem_gb / g.num_sm
@@ -388,12 +389,24 @@ local function training_range(trained, vendor, name, peak_field)
       return table.unpack(by_peak[key])
     end
   end
+  -- a training GPU's peak the range spans (a table a script made: a GPU file's is finite), as per_sm its resources: an
+  -- infinite one would span every GPU
+  local gpu_optional = require("neusight").gpu_optional
+  for _, g in ipairs(list) do
+    local v = peak_field and gpu_optional(g, peak_field)
+    if v and not (type(v) == "number" and v >= 0 and v < math.huge) then
+      error(fmt("neusight.uncertainty: the training range needs the GPU table's %s, a finite number >= 0 (GPU %s: got "
+        .. "%s)", peak_field, tostring(g.name), tostring(v)))
+    end
+  end
+  local bws, mems = {}, {}
+  for i, g in ipairs(list) do bws[i], mems[i] = per_sm(g, 1) end
   local range = spans_of(list, peak_field)
   range.architectures, range.gpus = {}, {}
   local seen = {}
-  for _, g in ipairs(list) do
+  for i, g in ipairs(list) do
     -- the most per SM: the first of the largest, in the manifest's order
-    local bw, mem = per_sm(g, 1)
+    local bw, mem = bws[i], mems[i]
     if not range.bw_per_sm or bw > range.bw_per_sm[1] then range.bw_per_sm = { bw, g.name } end
     if not range.mem_per_sm or mem > range.mem_per_sm[1] then range.mem_per_sm = { mem, g.name } end
     if not seen[g.architecture] then

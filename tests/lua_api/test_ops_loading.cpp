@@ -140,6 +140,13 @@ TEST_CASE("returned kernels are validated", "[ops]") {
 })lua",
                      "ops/inline.lua:3: forward() kernel #1: unknown field 'second' (did you mean 'seconds'?)\n"
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
+  // a dtype no engine name answers: named with the kernel and its field (it named neither)
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "MEM", dtype = "fp33", flops = 0, bytes = 8 } } end,
+})lua",
+                     "ops/inline.lua:3: forward() kernel #1: field 'dtype': unknown dtype 'fp33' (did you mean 'fp32'?)\n"
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
 TEST_CASE("an op without a rule is an error — a rule file routes an op to the memory-bound fallback", "[ops]") {

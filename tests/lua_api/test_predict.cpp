@@ -118,6 +118,15 @@ return {
     assert(not ok and err:find("unknown built-in predictor 'rooflin' (did you mean 'roofline'?)", 1, true), err)
     ok, err = pcall(ns.predict, { { kind = "gemm", name = "x" } }, "t4", "roofline")
     assert(not ok and err:find("argument #1 (kernels) kernel #1: field 'flops' must be a number", 1, true), err)
+    -- a dtype no engine name answers: named with the kernel and its field, as the reader's other errors
+    local odd = gemm(1, 1, 1)
+    odd.dtype = "fp33"
+    ok, err = pcall(ns.predict, { gemm(1, 1, 1), odd }, "t4", "roofline")
+    assert(not ok and err:find("argument #1 (kernels) kernel #2: field 'dtype': unknown dtype 'fp33'", 1, true), err)
+    ok, err = pcall(ns.predict, { { kind = "attention", name = "SDPA", dtype = "bf16", b = 1, m = 128, n = 128, k = 64,
+      rows = 8, hidden = 8, flops = 4 * 8 * 128 * 128 * 64, bytes = 2 * 3 * 8 * 128 * 64, kv_dtype = "fp33" } },
+      "t4", "roofline")
+    assert(not ok and err:find("argument #1 (kernels) kernel #1: field 'kv_dtype': unknown dtype 'fp33'", 1, true), err)
     ok, err = pcall(ns.predict, { gemm(1, 1, 1) }, { name = "x" }, "roofline")
     assert(not ok and err:find("argument #2 (gpu): missing GPU field", 1, true), err)
   end,

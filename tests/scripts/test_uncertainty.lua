@@ -190,12 +190,54 @@ function T.test_per_sm_beyond_names_a_missing_num_sm()
   end)
   assert(not ok, "no num_sm: an error")
   err = tostring(err)
-  assert(err:find("per-SM range needs the GPU table's num_sm, a positive number (GPU mine: got nil)", 1, true), err)
+  assert(err:find("per-SM range needs the GPU table's num_sm, a positive finite number (GPU mine: got nil)", 1, true), err)
   assert(err:find("test_uncertainty.lua:%d+:"), "at the caller's line: " .. err)
   local ok2, err2 = pcall(U.per_sm_beyond, a100, { linear = { { name = "old", vendor = "nvidia", num_sm = 80,
     mem_gb = 16, architecture = "volta", peak_fp32_tflops = 15.7 } } }, "linear")
-  assert(not ok2 and tostring(err2):find("GPU table's mem_bw_gbps, a positive number (GPU old: got nil)", 1, true),
+  assert(not ok2 and tostring(err2):find("GPU table's mem_bw_gbps, a positive finite number (GPU old: got nil)", 1, true),
     "a training GPU without mem_bw_gbps: " .. tostring(err2))
+end
+
+-- An infinite num_sm, mem_bw_gbps or mem_gb of a GPU table a script made (a GPU file refuses one) is refused with the
+-- field and the GPU named, the forecast GPU's and a training GPU's alike: it had given bandwidth per SM inf ("inf GB/s
+-- of memory bandwidth per SM" beyond the range) or 0 (within it, without a word).
+function T.test_per_sm_beyond_refuses_an_infinite_resource()
+  local function a100(over)
+    local g = { name = "A100-PCIE-40GB", vendor = "nvidia", num_sm = 108, mem_bw_gbps = 1555, mem_gb = 40,
+      architecture = "ampere", peak_fp32_tflops = 19.5 }
+    for k, v in pairs(over or {}) do g[k] = v end
+    return g
+  end
+  for _, key in ipairs({ "num_sm", "mem_bw_gbps", "mem_gb" }) do
+    for _, v in ipairs({ math.huge, -math.huge }) do
+      local ok, err = pcall(U.per_sm_beyond, a100({ name = "mine", [key] = v }), { linear = { a100() } }, "linear")
+      local want = ("GPU table's %s, a positive finite number (GPU mine: got %s)"):format(key, tostring(v))
+      assert(not ok and tostring(err):find(want, 1, true), key .. " " .. tostring(v) .. ": " .. tostring(err))
+      local ok2, err2 = pcall(U.per_sm_beyond, a100(), { linear = { a100({ name = "old", [key] = v }) } }, "linear")
+      local want2 = ("GPU table's %s, a positive finite number (GPU old: got %s)"):format(key, tostring(v))
+      assert(not ok2 and tostring(err2):find(want2, 1, true), "training " .. key .. ": " .. tostring(err2))
+    end
+  end
+end
+
+-- The training range's peak (the family's peak field of its training GPUs, a table's range.peak_field) of a GPU table
+-- a script made is finite, as its resources: an infinite one spanned every GPU, so none was out of distribution (a
+-- band reads ns.families: the engine runs it).
+function T.test_engine_training_range_refuses_an_infinite_peak()
+  local old = { name = "old", vendor = "nvidia", num_sm = 80, mem_bw_gbps = 900, mem_gb = 16, architecture = "hopper",
+    peak_fp32_tflops = math.huge }
+  local r = { latency_s = 1, family_s = { linear = 1 }, family_n = { linear = 1 },
+    gpu = { name = "Test-GPU", vendor = "nvidia", architecture = "hopper", num_sm = 132, mem_bw_gbps = 3350,
+      peak_fp32_tflops = 66.9 },
+    trained_gpus = { linear = { old } },
+    uncertainty = { format_version = 2, levels = { 0.1, 0.5, 0.9 }, families = { linear = { quantiles = { EXACT },
+      range = { peak_field = "peak_fp32_tflops" } } } },
+    uncertainty_source = "test.toml" }
+  local ok, err = pcall(U.band, r)
+  local want = "the training range needs the GPU table's peak_fp32_tflops, a finite number >= 0 (GPU old: got inf)"
+  assert(not ok and tostring(err):find(want, 1, true), tostring(err))
+  old.peak_fp32_tflops = 19.5
+  assert(pcall(U.band, r), "a finite peak: a band")
 end
 
 return T

@@ -821,6 +821,22 @@ function T.test_node_errors_name_their_line()
       .. "non-negative integer", "a name the script does not write: the script alone")
 end
 
+-- The engine's node check a script may call (ns.check_nodes) names the node of a dtype no engine name answers, as its
+-- other node errors, and the script's line of it where `located` gives one: it raised a bare "unknown dtype 'fp33'",
+-- not even the `where` (a workload's nodes reach it with their dtype converted: neusight.workload node_problem).
+function T.test_engine_check_nodes_names_the_node_of_an_unknown_dtype()
+  local ns = require "neusight"
+  local nodes = { { op = "linear", name = "fc", inputs = { { 2, 8 } }, output = { 2, 8 }, params = 64 },
+    { op = "gelu", name = "act", inputs = { { 2, 8 } }, output = { 2, 8 }, dtype = "fp33" } }
+  local ok, err = pcall(ns.check_nodes, nodes, "mine.lua: model 'm'")
+  assert(not ok and tostring(err):find("mine.lua: model 'm': node #2 'act': field 'dtype': unknown dtype 'fp33'", 1,
+    true) == 1, tostring(err))
+  local function located(i, where) return (where:gsub(":", ":" .. i .. "0:", 1)) end  -- node i at line i0
+  ok, err = pcall(ns.check_nodes, nodes, "mine.lua: model 'm'", located)
+  assert(not ok and tostring(err):find("mine.lua:20: model 'm': node #2 'act': field 'dtype': unknown dtype 'fp33'", 1,
+    true) == 1, "the node's line: " .. tostring(err))
+end
+
 -- A builder's error about a field of the model config the script writes in place names the line that sets it, where
 -- that is certain (model_field_line: the key set once, inside the `model = { … }` braces); else the message as it was.
 function T.test_model_config_errors_name_their_line()
