@@ -136,8 +136,7 @@ function M.finish(run)
       -- fused attention beyond the contexts its MLPs were trained on (neusight.attention_range); not of a lean run
       -- (serve says it of its requests, not of its grid's forecasts)
       local range = require "neusight.attention_range"
-      if type(run.predictor) == "function"
-        and range.applies(run.predictor(), (run.gpu_spec and run.gpu_spec() or run.gpu or {}).vendor) then
+      if type(run.predictor) == "function" and range.applies(run.predictor(), run.gpu.vendor) then
         local w = range.warning(range.of_kernels(kernels))
         if w then warn(w) end
       end

@@ -728,15 +728,16 @@ local function run_static(o, F, count)
   -- weights that alone exceed the memory budget: a serving engine refuses to start (vLLM: no memory left for the KV
   -- cache), so no latency describes it: the setting's error, as the --rate simulation's (a KV cache that overflows
   -- beside weights that fit is a forecast with a warning below: the engine runs fewer sequences at once)
-  local _, _, blocks_fit, no_room = kv_capacity(o, pre, B, I)
+  local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
   if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
-  -- one sequence of I + O - 1 tokens beyond the cache: the --rate simulation's error (before, a forecast with "at most
-  -- 0 sequences" in a warning: Llama-3.1-8B, 130000 + 1000 tokens on one L4)
-  do
-    local blocks_for, used = kv_paging(o, pre)
-    local need = used(blocks_for(I + O - 1))
-    if need > blocks_fit then request_beyond_cache(o, pre, "", I + O - 1, need, blocks_fit) end
-  end
+  -- a sequence's blocks once it holds its I + O - 1 tokens: kv_paging's, the --rate simulation's rule (a
+  -- sliding-window layer holds the window's blocks, prompt included, as vLLM V0's block manager allocates a prompt at
+  -- most the window's blocks), in blocks of block_size full-cache tokens (per_token_gb: the prefill's rate). One such
+  -- sequence beyond the cache: the --rate simulation's error (before, a forecast with "at most 0 sequences" in a
+  -- warning: Llama-3.1-8B, 130000 + 1000 tokens on one L4)
+  local blocks_for, used = kv_paging(o, pre)
+  local per_seq_blocks = used(blocks_for(I + O - 1))
+  if per_seq_blocks > blocks then request_beyond_cache(o, pre, "", I + O - 1, per_seq_blocks, blocks) end
   local steps = O - 1
   -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
   if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
@@ -744,15 +745,9 @@ local function run_static(o, F, count)
   local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
-  local per_token_gb, budget_gb, blocks = kv_capacity(o, pre, B, I)
   -- the batch's cache once each sequence holds its I + O - 1 tokens: the last decode step's graph's (predict's rule,
-  -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step;
-  -- a sequence's blocks at that length are kv_paging's, the --rate simulation's rule (a sliding-window layer holds the
-  -- window's blocks, prompt included, as vLLM V0's block manager allocates a prompt at most the window's blocks), in
-  -- blocks of block_size full-cache tokens (per_token_gb: the prefill's rate)
+  -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step
   local cache_gb = steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or pre.kv_cache_gb
-  local blocks_for, used = kv_paging(o, pre)
-  local per_seq_blocks = used(blocks_for(I + O - 1))
   local r = common_report(o, pre, count)
   r.kind = "static"
   r.batch = B
