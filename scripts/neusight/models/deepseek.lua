@@ -71,9 +71,12 @@
 --   latents, (b, s, q_lora_rank) and (b, s, kv_lora_rank + qk_rope_head_dim)), and on x before q_proj when q_lora_rank is
 --   null (or with sequence parallelism: the all-gather of the sequence before the replicated projections); g after
 --   o_proj. Dense MLP, shared experts and every routed expert: gate/up column-, down row-parallel (as moe.lua: the
---   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
---   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
---   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+--   intermediate sizes split), the router replicated, one f before the MoE block and one g after; with sequence
+--   parallelism Megatron-Core's all-to-all token dispatcher instead, as moe.lua (router and dispatch on the rank's
+--   n/tp tokens, the tp group's routed rows gathered around the experts, the shared experts a sequence-parallel MLP of
+--   their own). embed_tokens and lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local
+--   experts, an all-to-all of the (n·k, h) routed rows (n: the rank's tokens) before and after them; routing, the
+--   gathers and the combine of all E experts on every rank.
 --   opts.megatron (kernels = "megatron", a parallel run's default): Megatron-Core's fused RMSNorm, RoPE (the interleaved
 --   layout inside the kernel: no copy) and SwiGLU kernels in place of HF's chains (neusight.nodes, as llama.lua), and
 --   linear_fc1, one GEMM for gate and up (gate_up_proj, 2 · the intermediate size), in the dense MLP, the shared

@@ -17,7 +17,8 @@
 --   * "qwen3_moe": as qwen2_moe without the shared expert, with Qwen3's attention (q_norm / k_norm, head_dim,
 --     attention_bias).
 -- The MoE block as HF's eager code runs it (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
--- of transformers 4.4x–4.5x), on the n = batch · seq tokens of the (gathered) sequence, E experts, top k:
+-- of transformers 4.4x–4.5x), on the n = batch · seq tokens (batch · seq / tp under sequence parallelism: the rank's
+-- own), E experts, top k:
 --   gate Linear(h, E) → softmax in fp32 (F.softmax(dtype=float)) → topk(k) → [renormalise: sum, div] → .to(dtype)
 --   → zeros(n, h) output buffer → one_hot(selected, E) mask (int64, permuted: a view) → experts hit (sum of the mask)
 --   → per expert: torch.where(mask[e]) (nonzero: the expert's tokens), hidden_states[top_x] (a gather, op index),
@@ -45,13 +46,22 @@
 -- softmax / topk and the loop's gathers stay HF's.
 -- Tensor parallelism (opts.tp, Megatron-style as switch.lua's experts): every expert's w1/w3 column-parallel and w2
 -- row-parallel (intermediate size split), the shared expert likewise, the router and shared_expert_gate replicated;
--- one f before the block (the whole expert path's input gradient is a partial sum per rank) and one g after the
--- combine (the per-token routing and gate weights commute with the sum). Sequence parallel: the f all-gathers the
--- sequence, the router runs on all of it, the g reduce-scatters.
+-- without sequence parallelism (vLLM-style tensor parallelism, as serving engines run it: every rank holds every
+-- token and routes all n) one f before the block (the whole expert path's input gradient is a partial sum per rank)
+-- and one g after the combine (the per-token routing and gate weights commute with the sum). With sequence
+-- parallelism (Megatron-Core's MoELayer, which requires it for tp > 1 in training: "performance may degrade if MoE
+-- and tensor parallelism are enabled without also enabling sequence parallelism"), its all-to-all token dispatcher
+-- (v0.6–0.9, before expert-tensor-parallel decoupling; M.tp_gather_rows): no gather of the sequence; the router,
+-- the routing and the permute / dispatch run on the rank's own n/tp tokens, the ep all-to-alls carry its (n/tp)·k
+-- rows, and the tp group all-gathers the received rows before the local (I/tp) experts and reduce-scatters their
+-- outputs after (backward: the reverse), so the experts run the tp group's rows — the GEMMs of the block without
+-- sequence parallelism. Qwen2-MoE's shared expert is Megatron's SharedExpertMLP, a sequence-parallel MLP (all-gather
+-- of the sequence, reduce-scatter of its output) with its gate on the rank's tokens.
 -- Expert parallelism (opts.ep = k > 1, DeepSpeed-MoE / Megatron style as switch.lua): each rank holds E/k experts.
 -- Routing, the per-expert gathers of all E experts (filling the send buffer) and the combine (routing weight, mul,
--- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows before the local
--- experts and one after, both again in backward; each local expert gets n·k/(E/k) rows (its share from all k ranks).
+-- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows (n: the rank's
+-- tokens, n/tp under sequence parallelism) before the local experts and one after, both again in backward; each
+-- local expert gets n·k/(E/k) rows (its share from all k ranks; × tp after the sequence-parallel tp gather).
 -- Expert weights carry attrs.expert: their gradients are all-reduced among their dp / k replicas only.
 -- Grouped experts (opts.experts = "grouped"; workload field `experts`, CLI --experts, `neusight serve`'s default): the
 -- routed experts as serving engines and Megatron run them, following Megatron-Core's MoELayer with the all-to-all
@@ -63,8 +73,8 @@
 -- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b experts that receive rows (the expected distinct experts a uniform
 -- router reaches, at most min(local experts, n·k); ops/grouped_linear.lua), reading each active expert's whole weight; its
 -- backward is the data- and weight-gradient grouped GEMMs. Tensor, sequence and expert parallelism as the loop's
--- (I split, f / g around the block; all-to-alls of the (n·k, h) rows around the grouped MLP, plus Megatron's
--- sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
+-- (I split; f / g around the block, or under sequence parallelism the tp gather / scatter of the routed rows around
+-- the grouped MLP; all-to-alls of the (n·k, h) rows, plus Megatron's sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
 -- and active parameters equal the loop's. Differences from vLLM's fused_moe (the gather fused into the first GEMM,
 -- silu_and_mul in one kernel, the routing weights applied in the second GEMM, moe_sum over (n, k, h)) are a few
 -- memory-bound kernels; the GEMMs are the same. transformers ≥ 4.57's grouped_mm experts are close to this form.
