@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "cli/flags.h"
 #include "cli/paths.h"
@@ -379,6 +380,9 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   }
 
   size_t skipped = 0;
+  // scale.lua wave_unpriced_of(): wave-scaled ops whose kernels the wave rule does not price (collectives, attention
+  // libraries), per kind: ops, their origin ms and the first op's name — said, never priced silently
+  std::map<std::string, std::tuple<size_t, double, std::string>> unpriced;
   for (size_t i = 0; i < tr.ops.size(); ++i) {
     const trace_op& op = tr.ops[i];
     double kernels_ms = 0;
@@ -419,6 +423,20 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
       row.method = "wave";
       row.family = "none";
       const auto& [w_from, w_to] = waves_for(op);
+      {
+        std::vector<std::string> names;
+        for (const auto& k : op.kernels) names.push_back(k.name);
+        const std::string& file = s.module_display("neusight.scale");
+        const auto what = s.call("neusight.scale", "wave_unpriced_of", {nlohmann::json(names)}, 1,
+                                 "while checking a wave-scaled op's kernels in " + file + " wave_unpriced_of()");
+        if (what[0].is_string()) {
+          auto& [n, ms, first] = unpriced[what[0].get<std::string>()];
+          if (n++ == 0) first = op.name;
+          ms += row.origin_ms;
+        } else if (!what[0].is_null()) {
+          throw error(file + ": wave_unpriced_of() must return a string or nil");
+        }
+      }
       // Habitat keeps a kernel under one wave on both GPUs; scale.lua sub_wave_streams() says which of them stream
       // through every SM, whose memory-bound share then moves with the bandwidth as a multi-wave kernel's does (the
       // paper form already moves it).
@@ -463,6 +481,13 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   // GPU time no op carries: said with its time (JSON not_scaled), never dropped from the totals unsaid
   const std::string per = tr.steps > 1 ? " per step" : "";
   const double steps = double(tr.steps);
+  for (const auto& [what, u] : unpriced) {
+    const auto& [n, ms, first] = u;
+    rep.warnings.push_back(fmt::format("{}: {} wave-scaled ops ({:.4f} ms{}, e.g. '{}') launched {}: wave scaling moves "
+                                       "them by the memory bandwidth ratio (or keeps them under one wave), which does "
+                                       "not price them",
+                                       f.trace, n, ms / steps, per, first, what));
+  }
   if (!tr.unattributed.empty()) {
     rep.unattributed = tr.unattributed.size();
     for (const auto& k : tr.unattributed) rep.unattributed_ms += k.duration_ns / 1e6;

@@ -206,6 +206,30 @@ end
 --- 132+ blocks moved × 1.43 from an H200 to an H100). 10 µs: an H100 streams 33 MB in it.
 M.sub_wave_stream_min_ms = 0.01
 
+--- Kernels the wave rule does not price (method-habitat.md §1.6: it moves a multi-wave kernel by the memory-bandwidth
+--- ratio and keeps a sub-wave one): a collective runs at the interconnect's speed, an attention kernel of an op the
+--- ratio rule does not rebuild (flash-attn's own ops, a custom extension's; torch SDPA takes the ratio) mostly at the
+--- tensor cores'. `neusight scale` says how many wave-scaled ops launched each and their time, so that they are never
+--- priced silently. Plain substrings of the lower-cased kernel name, first match wins; `what` names them in the warning.
+M.wave_unpriced = {
+  { substring = "nccl", what = "collective (NCCL) kernels, which run at the interconnect's speed" },
+  { substring = "flash", what = "attention kernels (FlashAttention), which run at the tensor cores' speed" },
+  { substring = "fmha", what = "attention kernels (FlashAttention), which run at the tensor cores' speed" },
+}
+
+--- What a wave-scaled op's kernels are that the wave rule does not price (M.wave_unpriced's `what`), or nil.
+---@param names string[] the op's kernel names
+---@return string?
+function M.wave_unpriced_of(names)
+  for _, name in ipairs(names) do
+    local n = name:lower()
+    for _, w in ipairs(M.wave_unpriced) do
+      if n:find(w.substring, 1, true) then return w.what end
+    end
+  end
+  return nil
+end
+
 --- The least share of a measured step (hf_trace.py's `step_ms_mean`, CUDA events outside the profiler) its kernels may
 --- run before `neusight scale` warns that the step is launch- or host-bound: the kernel time scale forecasts is then
 --- not what the step takes, on either GPU (the shipped H200 Llama bf16 decode step: 0.53 ms of kernels in a 3.29 ms

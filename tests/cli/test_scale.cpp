@@ -890,6 +890,31 @@ TEST_CASE("scale: memory copies and kernels no op launched are reported with the
   CHECK(double(llama["not_scaled"]["copies_ms"]) > 0);
 }
 
+// A wave-scaled op whose kernels are collectives or an attention library's (scale.lua wave_unpriced) is said with its
+// time: the wave rule moves it by the memory bandwidth, which prices neither (audit27: both were scaled silently).
+TEST_CASE("scale: collective and attention kernels the wave rule moves are warned of with their time", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string nccl = tiny_edit(t, "nccl.json", {{"\"aten::add\"", "\"record_param_comms\""},
+                                                      {"\"elementwise_add\"", "\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\""}});
+  const json n = scale_trace(nccl, "--from v100 --to h100");
+  const std::string wn = n["warnings"].dump();
+  INFO(wn);
+  CHECK(wn.find("nccl.json: 1 wave-scaled ops (0.0010 ms, e.g. 'record_param_comms') launched collective (NCCL) "
+                "kernels") != std::string::npos);
+  const std::string flash = tiny_edit(t, "flash.json", {{"\"aten::add\"", "\"flash_attn::_flash_attn_forward\""},
+                                                        {"\"elementwise_add\"", "\"flash_fwd_kernel\""}});
+  const std::string wf = scale_trace(flash, "--from v100 --to h100")["warnings"].dump();
+  INFO(wf);
+  CHECK(wf.find("launched attention kernels (FlashAttention)") != std::string::npos);
+  // the ratio rule's attention (torch SDPA's flash and memory-efficient kernels) and plain wave ops say nothing
+  for (const char* f : {"gpt2-fp32-train", "llama-bf16-train", "mixtral-bf16-inference"}) {
+    INFO(f);
+    const std::string w = scale_trace(std::string("tests/fixtures/traces/hf/") + f + ".json", "--to h100")["warnings"].dump();
+    CHECK(w.find("wave-scaled ops") == std::string::npos);
+  }
+  CHECK(scale_trace(chrome, "--from v100 --to h100")["warnings"].dump().find("wave-scaled ops") == std::string::npos);
+}
+
 // Which rule moved which share of the origin's time: JSON `rules` (ops, origin_ms, share per method) and the table's
 // `rules` line; the shares sum to 1.
 TEST_CASE("scale: the share of the origin's time each rule moved is reported", "[cli][scale]") {
