@@ -2038,7 +2038,7 @@ function M.build(spec, gpu, origin)
   local engine_ok, engine = pcall(require, "neusight")
   local checked = origin ~= nil and engine_ok and type(engine) == "table" and type(engine.check_nodes) == "function"
   if checked then
-    local where = ("%s: model '%s'"):format(origin, type(name) == "string" and name or "custom")  -- the engine's words
+    local where = engine.model_where(origin, type(name) == "string" and name or "custom")  -- the engine's words
     engine.check_nodes(nodes, where, M.node_located(w, nodes))
   end
   local kv = held_cache(opts, nodes, plan)
