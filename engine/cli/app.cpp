@@ -546,9 +546,9 @@ std::string script_resolve(const std::string& script) {
   if (p.is_relative()) {
     const fs::path bundled = data_root_find() / p;
     if (fs::is_regular_file(bundled, ec)) return bundled.string();
-    throw error(script + ": no such file (nor " + bundled.string() + " among the bundled files)");
+    throw error(text_no_such_file(script) + " (nor " + bundled.string() + " among the bundled files)");
   }
-  throw error(script + ": no such file");
+  throw error(text_no_such_file(script));
 }
 
 int run_paths(const common_flags& c, const std::string& which) {
