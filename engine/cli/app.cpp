@@ -546,9 +546,9 @@ std::string script_resolve(const std::string& script) {
   if (p.is_relative()) {
     const fs::path bundled = data_root_find() / p;
     if (fs::is_regular_file(bundled, ec)) return bundled.string();
-    throw error(script + ": no such file (nor " + bundled.string() + " among the bundled files)");
+    throw error(text_no_such_file(script) + " (nor " + bundled.string() + " among the bundled files)");
   }
-  throw error(script + ": no such file");
+  throw error(text_no_such_file(script));
 }
 
 int run_paths(const common_flags& c, const std::string& which) {
@@ -920,6 +920,18 @@ int missing_say(CLI::App& app, CLI::App* sc, const common_flags& common) {
   return 2;
 }
 
+// The flag of `app` or a command under it given more often than it takes: CLI11 refuses one (MultiOptionPolicy::Throw,
+// its default) with ArgumentMismatch, whose fields are only its text; the option itself says it. nullptr: none.
+const CLI::Option* given_too_often(CLI::App& app) {
+  for (const CLI::Option* o : app.get_options())
+    if (o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw &&
+        o->count() > size_t(std::max(o->get_items_expected_max(), 1)))
+      return o;
+  for (CLI::App* sc : app.get_subcommands([](CLI::App*) { return true; }))
+    if (const CLI::Option* o = given_too_often(*sc)) return o;
+  return nullptr;
+}
+
 // -o out.json / out.csv: the format follows the extension unless --format was given. -o out.html would get a table or
 // JSON under an HTML name: refused, naming --report (the page). Returns 2 when it refused, else 0.
 int output_format_set(CLI::App* sc, unsigned bit, common_flags& common) {
@@ -980,18 +992,15 @@ int app_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // a flag given twice: CLI11 says "--gpu: At Most 1 required but received 2"; say what happened and what to do
     // (the values go in one flag; a list, where the flag takes one, is one comma-separated value)
-    if (const std::string what = e.what(); dynamic_cast<const CLI::ArgumentMismatch*>(&e)) {
-      constexpr std::string_view twice = ": At Most 1 required but received ";
-      const auto colon = what.find(twice);
-      if (colon != std::string::npos && what.rfind("--", 0) == 0) {
-        const std::string flag = what.substr(0, colon), times = what.substr(colon + twice.size());
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e))
+      if (const CLI::Option* o = given_too_often(app); o && o->get_name().rfind("--", 0) == 0) {
+        const std::string flag = o->get_name();
         std::fprintf(stderr,
-                     "neusight: command line: %s given %s times: give it once (where it takes a list, as one "
+                     "neusight: command line: %s given %zu times: give it once (where it takes a list, as one "
                      "comma-separated value: %s A,B)\n",
-                     flag.c_str(), times.c_str(), flag.c_str());
+                     flag.c_str(), o->count(), flag.c_str());
         return 2;
       }
-    }
     // a flag's path that names nothing: an input error, said and exited as a missing `run FILE` is
     if (dynamic_cast<const CLI::ValidationError*>(&e) && flag_path_missing()) {
       std::fprintf(stderr, "neusight: %s\n", e.what());

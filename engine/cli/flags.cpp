@@ -309,7 +309,7 @@ CLI::Validator existing_file() {
         std::error_code ec;
         if (fs::exists(v, ec) && !fs::is_directory(v, ec)) return {};
         path_missing_noted = true;
-        return (fs::is_directory(v, ec) ? "a directory, not a file: " : "no such file: ") + v;
+        return fs::is_directory(v, ec) ? "a directory, not a file: " + v : text_no_such_file(v);
       },
       "FILE");
 }

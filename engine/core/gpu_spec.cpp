@@ -403,7 +403,7 @@ gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const
       std::error_code ec;
       if (as_path.is_relative() && as_path.parent_path() == "gpus" && fs::is_regular_file(own, ec))
         return load(own, query);
-      throw error(query + ": no such GPU file" +
+      throw error(text_no_such_file(query) +
                   (as_path.is_relative() && as_path.parent_path() == "gpus" ? " (nor " + own.string() + " among the bundled GPUs)"
                                                                             : std::string()));
     }

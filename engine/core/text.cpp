@@ -117,10 +117,12 @@ std::string text_cap(const std::string& s, size_t max) {
   return s.substr(0, cut) + "… [" + std::to_string(s.size() - cut) + " more bytes]";
 }
 
+std::string text_no_such_file(const std::string& display) { return display + ": no such file"; }
+
 std::string text_file_read(const std::string& path, const std::string& display, size_t max_bytes,
                            const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO opens without waiting
-  if (fd < 0) throw error(display + ": " + what);
+  if (fd < 0) throw error(errno == ENOENT ? text_no_such_file(display) : display + ": " + what);
   struct closer {
     int fd;
     ~closer() { ::close(fd); }

@@ -52,9 +52,13 @@ std::string text_cap(const std::string& s, size_t max = 4096);
 inline constexpr size_t text_file_max_script = size_t(1) << 20;
 inline constexpr size_t text_file_max_data = size_t(256) << 20;
 
+// "<display>: no such file": the one wording of an input file that is not there (every reader's, an error: exit 1).
+std::string text_no_such_file(const std::string& display);
+
 // Reads a regular file of at most `max_bytes`. A FIFO, a device or a directory is refused without being read
-// (opened non-blocking, checked with fstat). Throws ns::error "<display>: <what>" (`what` defaults to "cannot read
-// file"), "<display>: not a regular file (…)" or "<display>: larger than N MB".
+// (opened non-blocking, checked with fstat). Throws ns::error "<display>: no such file" (text_no_such_file),
+// "<display>: <what>" when it cannot be read otherwise (`what` defaults to "cannot read file"), "<display>: not a
+// regular file (…)" or "<display>: larger than N MB".
 std::string text_file_read(const std::string& path, const std::string& display, size_t max_bytes,
                            const std::string& what = "cannot read file");
 

@@ -172,7 +172,7 @@ struct manifest_reader {
 
 tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const std::string mpath = (dir / "model.toml").generic_string();
-  if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
+  if (!fs::exists(dir / "model.toml")) throw error(text_no_such_file(mpath) + " (train with `neusight train`)");
   return weights_parse(text_file_read(mpath, mpath, text_file_max_script), dir,
                        [](const std::string& bpath) { return text_file_read(bpath, bpath, text_file_max_data); },
                        provenance);

@@ -639,6 +639,9 @@ ns.check_nodes = function(nodes, where, located)
   end
   return E.check_nodes(nodes, where, located)
 end
+-- model_where(origin, model) → "<origin>: model '<model>'": the engine's one wording of a workload's model in
+-- messages (engine/lua/wrap_graph.cpp model_where), the `where` check_nodes' errors start with.
+ns.model_where = C.model_where
 
 -- Extra globals of Lua-side tests (tests/scripts/test_*.lua).
 function E.test_globals()

@@ -355,6 +355,14 @@ int l_limit_text(lua_State* L) {
   return 1;
 }
 
+// model_where(origin, model) -> "<origin>: model '<model>'": wrap_graph.cpp model_where, the one wording of a
+// workload's model in messages.
+int l_model_where(lua_State* L) {
+  const std::string s = model_where(luaL_checkstring(L, 1), luaL_checkstring(L, 2));
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
 // nodes_check(nodes, where): nothing when nodes_read (wrap_graph.cpp, the one reader of a model's nodes) takes `nodes`
 // (the nodes read are dropped: prelude check_nodes' first step, before each rule's check reads the shapes); else what it
 // refuses (a field of another type, a shape that is no array of integers: its message, starting with `where`) and the
@@ -385,7 +393,7 @@ const luaL_Reg engine_functions[] = {
     {"gpu_find", l_gpu_find},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
     {"infeasible_take", l_infeasible_take}, {"families", l_families}, {"trained_gpus", l_trained_gpus},
-    {"nodes_check", l_nodes_check},
+    {"nodes_check", l_nodes_check}, {"model_where", l_model_where},
     {nullptr, nullptr},
 };
 
@@ -861,7 +869,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, w.g.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it
   w.g.origin = origin;
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
-  w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.g.model + "'");
+  const std::string where_model = model_where(w.g.origin, w.g.model);  // the words of its nodes' errors
+  w.g.nodes = nodes_read(L, -1, where_model);
   const int nodes = lua_gettop(L);
   // every op has a rule, each rule's check() accepts its node: build checked them before its memory report called
   // the rules' hooks (nodes_checked); a --scripts workload.lua whose build does not is checked here
@@ -869,7 +878,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);
   p_->push_engine_field("check_nodes");
   lua_pushvalue(L, nodes);
-  lua_pushstring(L, (origin + ": model '" + w.g.model + "'").c_str());  // origin: also the --model config.json
+  lua_pushstring(L, where_model.c_str());  // origin: also the --model config.json
   // a node's error names the script's line that writes it (workload.lua node_located; a --scripts workload.lua
   // without it leaves the file alone)
   if (raw_getfield(L, wl, "node_located") == LUA_TFUNCTION) {  // stack: W spec norm build nodes check nodes where f
@@ -886,7 +895,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   for (size_t i = 0; i < w.g.nodes.size(); ++i) {
     const node& n = w.g.nodes[i];
     if (n.attrs.empty()) continue;
-    std::string who = origin + ": model '" + w.g.model + "', node " + std::to_string(i + 1) + " '" + n.name + "'";
+    std::string who = where_model + ", node " + std::to_string(i + 1) + " '" + n.name + "'";
     try {
       node_model_flops_check(n, who);
     } catch (const error&) {
@@ -1382,7 +1391,7 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training,
     // the workload too: a built-in rule's error ("ops/layernorm.lua:16: bad argument …" for a 0 dimension) named
     // neither the file nor the model it came from (found by tests/fuzz/mutate.py)
     const std::string node_who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
-    const std::string model_where = g.origin.empty() ? std::string() : g.origin + ": model '" + g.model + "'";
+    const std::string model_where = g.origin.empty() ? std::string() : ns::model_where(g.origin, g.model);
     const std::string who = model_where.empty() ? node_who : node_who + " of " + model_where;
     p_->push_engine_field("need_op");
     lua_pushstring(L, n.op.c_str());

@@ -2,6 +2,7 @@
 // timeline and its report.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/text.h"
@@ -11,6 +12,14 @@
 namespace ns {
 
 namespace {
+// Trades a GEMM's tile fields for its alternative tile's (kernel::tile_alt_*), and back: the tile that priced the
+// kernel shows in the tile fields, the other in tile_alt_* (kernel::tile_switched says which is the rule's).
+void tile_switch(kernel& k) {
+  std::swap(k.tile_m, k.tile_alt_m), std::swap(k.tile_k, k.tile_alt_k), std::swap(k.tile_split, k.tile_alt_split);
+  std::swap(k.tile_kernel, k.tile_alt_kernel);
+  k.tile_switched = !k.tile_switched;
+}
+
 // The roofline's compute term, 0 for a kernel whose dtype has no unit on this GPU (a fixed-latency kernel the
 // predictors never priced: nothing to re-price).
 double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
@@ -35,18 +44,17 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
     throw error("--overhead on and --launch graph exclude each other: a " + replay + " runs its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
   }
+  // kernels priced before (a forecast's, priced again) show the tile that priced them: the rule's back in place first,
+  // whatever tiles_select does with a kernel that has its tile
+  for (auto& ki : kernels)
+    if (ki.k.tile_switched) tile_switch(ki.k);
   tiles_select(kernels, gpu);
   std::vector<double> seconds = pred.predict(kernels, gpu);
   // a kernel its alternative tile priced shows that tile (its kernel name, blocks): the report's tile is the one whose
   // price it gives, the rule's own kept as the other (JSON tile.rule)
   if (const std::vector<bool> sw = pred.tiles_switched(); sw.size() == kernels.size())
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      if (!sw[i]) continue;
-      kernel& k = kernels[i].k;
-      std::swap(k.tile_m, k.tile_alt_m), std::swap(k.tile_k, k.tile_alt_k), std::swap(k.tile_split, k.tile_alt_split);
-      std::swap(k.tile_kernel, k.tile_alt_kernel);
-      k.tile_switched = true;
-    }
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (sw[i]) tile_switch(kernels[i].k);
   launch_apply(kernels, seconds, gpu, launch);
   // after the launch re-pricing: a factor corrects the GPU time the forecast ends with, which is what a fit weighs
   // (a CUDA-graph replay of a small vector kernel is priced from its roofline, not the predictor: scaled before, the

@@ -424,7 +424,7 @@ std::unique_ptr<predictor> session::predictor_make_inner(const std::string& name
                        (name.size() > 4 && name.compare(name.size() - 4, 4, ".lua") == 0);
   if (is_file) {
     std::error_code ec;
-    if (!fs::is_regular_file(name, ec)) throw error("predictor " + name + ": no such file");
+    if (!fs::is_regular_file(name, ec)) throw error(text_no_such_file("predictor " + name));
     path = name;
     chunk = display_of(name);
   } else {

@@ -44,6 +44,9 @@ void gpu_push(lua_State* L, const gpu_spec& gpu);
 // training, phase, attrs). [-0, +1, m]
 void node_push(lua_State* L, const node& n, bool training);
 
+// "<origin>: model '<model>'": the one wording of a workload's model in messages, the `where` of its nodes' errors
+// (nodes_read's, check_nodes' ", node i 'name'" after it); scripts get it as neusight.model_where.
+std::string model_where(const std::string& origin, const std::string& model);
 // Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). `failed`, when given, is
 // set to the index of the node whose reading threw (its errors start "<where>: node #i"). [-0, +0, -]
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where, lua_Integer* failed = nullptr);

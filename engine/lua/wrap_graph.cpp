@@ -300,6 +300,10 @@ std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::s
 
 const std::vector<std::string>& node_fields() { return node_keys; }
 
+std::string model_where(const std::string& origin, const std::string& model) {
+  return origin + ": model '" + model + "'";
+}
+
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where, lua_Integer* failed) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) throw error(where + ": expected an array of nodes (got " + luaL_typename(L, idx) + ")");

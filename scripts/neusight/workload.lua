@@ -2037,8 +2037,9 @@ function M.build(spec, gpu, origin)
   -- few inputs was reported from the rule's file ("ops/sdpa.lua:17: … needs input #3") without the workload's line
   local engine_ok, engine = pcall(require, "neusight")
   local checked = origin ~= nil and engine_ok and type(engine) == "table" and type(engine.check_nodes) == "function"
+    and type(engine.model_where) == "function"
   if checked then
-    local where = ("%s: model '%s'"):format(origin, type(name) == "string" and name or "custom")  -- the engine's words
+    local where = engine.model_where(origin, type(name) == "string" and name or "custom")  -- the engine's words
     engine.check_nodes(nodes, where, M.node_located(w, nodes))
   end
   local kv = held_cache(opts, nodes, plan)

@@ -1193,7 +1193,7 @@ wt_sub("activation_unknown", "activation = 'relu'", "activation = 'swish'", "uns
 wt_sub("vendor_wrong", "vendor = 'nvidia'", "vendor = 'amd'", "trained on other features than this engine computes")
 wt_sub("weights_file_escape", "weights_file = 'weights.bin'", "weights_file = '../../../../../../etc/passwd'",
        "'weights_file' must name a file beside model.toml")
-wt_sub("weights_file_missing", "weights_file = 'weights.bin'", "weights_file = 'nothing.bin'", "cannot read file", nil, "nothing.bin")
+wt_sub("weights_file_missing", "weights_file = 'weights.bin'", "weights_file = 'nothing.bin'", "no such file", nil, "nothing.bin")
 wt_bin("weights_nan", "\0\0\192\127" .. wbin:sub(5), "float #0 is not finite")
 wt_bin("weights_inf", wbin:sub(1, 400) .. "\0\0\128\255" .. wbin:sub(405), "float #100 is not finite")
 wt_bin("weights_zero", ("\0"):rep(#wbin), "feature scale #0 is 0")

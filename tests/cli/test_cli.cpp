@@ -150,8 +150,8 @@ TEST_CASE("every command that takes --weights refuses a folder that does not exi
 TEST_CASE("a missing file or folder named by a flag is an input error as a missing run FILE is", "[cli]") {
   const std::string gone = "/nonexistent/neusight-input";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"predict --gpu h100 --graph " + gone + ".csv", "--graph: no such file: " + gone + ".csv"},
-      {"scale --trace " + gone + ".json --from t4 --to v100", "--trace: no such file: " + gone + ".json"},
+      {"predict --gpu h100 --graph " + gone + ".csv", "--graph: " + gone + ".csv: no such file"},
+      {"scale --trace " + gone + ".json --from t4 --to v100", "--trace: " + gone + ".json: no such file"},
       {"predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 8 --gpus-dir " + gone,
        "--gpus-dir: no such directory: " + gone},
       {"predict --gpu h100 --graph tests", "--graph: a directory, not a file: tests"},
@@ -729,8 +729,8 @@ TEST_CASE("a GPU file named gpus/<file>.toml as `neusight gpus` lists it works f
   CHECK(parse_json(run_cli(cmd + "--gpu gpus/l40s.toml", elsewhere))["gpu"] == parse_json(run_cli(cmd + "--gpu l4"))["gpu"]);
   const auto missing = run_cli(cmd + "--gpu gpus/l41s.toml", elsewhere);
   CHECK(missing.code == 1);
-  CHECK(missing.err.find("gpus/l41s.toml: no such GPU file (nor ") != std::string::npos);
-  CHECK(run_cli(cmd + "--gpu other/l40s.toml", elsewhere).err.find("other/l40s.toml: no such GPU file\n") !=
+  CHECK(missing.err.find("gpus/l41s.toml: no such file (nor ") != std::string::npos);
+  CHECK(run_cli(cmd + "--gpu other/l40s.toml", elsewhere).err.find("other/l40s.toml: no such file\n") !=
         std::string::npos);  // only the catalogue's own folder name falls back
 }
 

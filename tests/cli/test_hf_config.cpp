@@ -112,7 +112,7 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
 
   r = run_cli("predict --model '" + (t.path / "missing.json").string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + (t.path / "missing.json").string() + ": cannot read file\n");
+  CHECK(r.err == "neusight: " + (t.path / "missing.json").string() + ": no such file\n");
 
   // A key given twice (top level or nested) is refused with the key named: a JSON reader keeps one value silently.
   const auto dup = t.write("dup.json", "{\"model_type\": \"gpt2\", \"n_layer\": 2,\n \"n_layer\": 48}");

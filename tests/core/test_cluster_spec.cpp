@@ -78,7 +78,7 @@ TEST_CASE("bundled clusters load — names resolve with suggestions", "[cluster]
   CHECK_THROWS_WITH(cluster_resolve(dir, "dgx_h10"),
                     "unknown cluster 'dgx_h10' (did you mean 'dgx_h100'?); known: dgx_a100, dgx_h100, pcie_8gpu (or "
                     "give a path to a .toml file, or none for the GPU's own links)");
-  CHECK_THROWS_WITH(cluster_resolve(dir, "/nonexistent/x.toml"), "/nonexistent/x.toml: cannot read cluster file");
+  CHECK_THROWS_WITH(cluster_resolve(dir, "/nonexistent/x.toml"), "/nonexistent/x.toml: no such file");
 }
 
 // engine/core/cluster_spec.h's maxima are the one source of a cluster's ranges: the file reader here, and
