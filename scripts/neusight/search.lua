@@ -87,9 +87,12 @@ end
 function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
 --- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero roles) and the
---- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line.
+--- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line. `one_layout` true:
+--- predict's hint for its one layout (neusight.parallel.memory report, which names only a stage that layout runs
+--- with): "needs pp 1, which this layout has" rather than search's "pp 1 layouts only".
+---@param one_layout? boolean
 ---@return string
-function M.zero_help(stage)
+function M.zero_help(stage, one_layout)
   local sharded = require("neusight.parallel.zero").roles(stage)
   local roles = {}
   for _, r in ipairs({ { "weights", "parameters" }, { "gradients", "gradients" }, { "optimizer", "optimizer state" } }) do
@@ -99,8 +102,12 @@ function M.zero_help(stage)
   local refusal, only = require("neusight.parallel.config").zero_refusal, {}
   if refusal(stage, 2, 1) then only[#only + 1] = "pp 1" end
   if refusal(stage, 1, 2) then only[#only + 1] = "ep 1" end
-  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what,
-    #only > 0 and "; " .. table.concat(only, ", ") .. " layouts only" or "")
+  local runs = ""
+  if #only > 0 then
+    runs = one_layout and "; needs " .. table.concat(only, " and ") .. ", which this layout has"
+      or "; " .. table.concat(only, ", ") .. " layouts only"
+  end
+  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what, runs)
 end
 
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
