@@ -195,12 +195,33 @@ local function shown(doc)
   for i, s in ipairs(ch.schedules) do
     if type(ch.virtual_stages) == "table" and ch.virtual_stages[i] == true then chunks[s], any = true, true end
   end
+  local unfit = false -- a layout shown does not fit (--all): its rows say why (M.no_fit)
+  for _, c in ipairs(doc.layouts or {}) do unfit = unfit or c.fits == false end
   return { ep = doc.expert_parallel == true, schedule = #ch.schedules > 1 or any, optimizer = doc.optimizer_step == true,
-           chunks = chunks, zero = type(ch.zero) == "table" and #ch.zero > 0 }
+           chunks = chunks, zero = type(ch.zero) == "table" and #ch.zero > 0, no_fit = unfit }
+end
+
+--- Why layout `c` of the document does not fit, as one line, or nil where it fits: the GB per GPU it needs against the
+--- capacity it was held to (neusight.memory capacity_gb_text, as search's no-fit error words it) and what would make
+--- it fit (the layout's distributed_optimizer_fits / zero_fits: neusight.parallel.memory report), as predict's
+--- warning says them. search --all's JSON and CSV rows carry it (field no_fit) when a layout shown does not fit.
+---@return string?
+function M.no_fit(doc, c)
+  if c.fits ~= false then return nil end
+  local cap = require("neusight.memory").capacity_gb_text(doc.gpu_mem_gb,
+    type(doc.gpu_mem_reported_gib) == "number" and doc.gpu_mem_reported_gib or nil)
+  local help = ""
+  if c.distributed_optimizer_fits == true then
+    help = "; --distributed-optimizer would make it fit"
+  elseif type(c.zero_fits) == "number" and c.zero_fits > 0 then
+    help = ("; --zero %d would make it fit"):format(c.zero_fits)
+  end
+  return ("needs %.1f GB per GPU, more than the %s GB of %s%s"):format(c.memory_gb, cap, tostring(doc.gpu), help)
 end
 
 --- One layout `c` of the document as the JSON's `layouts` and the CSV's rows give it: its fields' names in order and
---- their values (a figure not available: null).
+--- their values (a figure not available: null); `no_fit` (M.no_fit, null where it fits) after `fits` where a layout
+--- shown does not fit (search --all).
 ---@return string[] keys, table values
 function M.layout_fields(doc, c, show)
   show = show or shown(doc)
@@ -214,6 +235,7 @@ function M.layout_fields(doc, c, show)
   put("exposed_comm_ms", c.exposed_comm_ms) put("bubble_ms", c.bubble_ms)
   if show.optimizer then put("optimizer_ms", c.optimizer_ms) end
   put("imbalance_ms", c.imbalance_ms) put("memory_gb", c.memory_gb) put("fits", c.fits)
+  if show.no_fit then put("no_fit", M.no_fit(doc, c)) end
   for _, x in ipairs(c.figures or {}) do put(x.key, x.value) end -- tokens_per_s, mfu, cost_…_usd
   return keys, t
 end
