@@ -673,7 +673,9 @@ int search_main(const search_flags& f) {
   // figures (figures.lua search_figures: key, value, and the table's column and cell). Which fields and columns show,
   // and how, is the formatter's: a field added there shows with no C++ change.
   using ojson = nlohmann::ordered_json;
-  ojson doc{{"model", f.model}, {"gpu", gpu_name}, {"gpu_mem_gb", gpu_mem_gb}, {"gpus", f.gpus}, {"batch", f.batch},
+  ojson doc{{"model", f.model}, {"gpu", gpu_name}, {"gpu_mem_gb", gpu_mem_gb},
+            {"gpu_mem_reported_gib", gpu_mem_reported_gib > 0 ? ojson(gpu_mem_reported_gib) : ojson()},
+            {"gpus", f.gpus}, {"batch", f.batch},
             {"seq", f.seq}, {"mode", f.mode}, {"dtype", dtype}, {"precision", precision},
             {"sequence_parallel", f.sequence_parallel}, {"distributed_optimizer", f.distributed_optimizer},
             {"cluster", cluster}, {"predictor", f.predictor}};
@@ -702,7 +704,8 @@ int search_main(const search_flags& f) {
                        {"iteration_ms", c.iteration_ms}, {"compute_ms", c.compute_ms},
                        {"exposed_comm_ms", c.exposed_comm_ms}, {"bubble_ms", c.bubble_ms},
                        {"optimizer_ms", c.optimizer_ms}, {"imbalance_ms", c.imbalance_ms}, {"memory_gb", c.memory_gb},
-                       {"fits", c.fits}, {"figures", std::move(figs)}});
+                       {"fits", c.fits}, {"distributed_optimizer_fits", c.distributed_optimizer_fits},
+                       {"zero_fits", c.zero_fits}, {"figures", std::move(figs)}});
   }
   auto& sk = doc["skipped"] = ojson::array();  // [reason, layouts], by reason
   for (const auto& [why, n] : skipped) sk.push_back(ojson::array({why, n}));

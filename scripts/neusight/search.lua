@@ -87,9 +87,12 @@ end
 function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
 --- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero roles) and the
---- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line.
+--- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line. `one_layout` true:
+--- predict's hint for its one layout (neusight.parallel.memory report, which names only a stage that layout runs
+--- with): "needs pp 1, which this layout has" rather than search's "pp 1 layouts only".
+---@param one_layout? boolean
 ---@return string
-function M.zero_help(stage)
+function M.zero_help(stage, one_layout)
   local sharded = require("neusight.parallel.zero").roles(stage)
   local roles = {}
   for _, r in ipairs({ { "weights", "parameters" }, { "gradients", "gradients" }, { "optimizer", "optimizer state" } }) do
@@ -99,8 +102,12 @@ function M.zero_help(stage)
   local refusal, only = require("neusight.parallel.config").zero_refusal, {}
   if refusal(stage, 2, 1) then only[#only + 1] = "pp 1" end
   if refusal(stage, 1, 2) then only[#only + 1] = "ep 1" end
-  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what,
-    #only > 0 and "; " .. table.concat(only, ", ") .. " layouts only" or "")
+  local runs = ""
+  if #only > 0 then
+    runs = one_layout and "; needs " .. table.concat(only, " and ") .. ", which this layout has"
+      or "; " .. table.concat(only, ", ") .. " layouts only"
+  end
+  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what, runs)
 end
 
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
@@ -188,12 +195,33 @@ local function shown(doc)
   for i, s in ipairs(ch.schedules) do
     if type(ch.virtual_stages) == "table" and ch.virtual_stages[i] == true then chunks[s], any = true, true end
   end
+  local unfit = false -- a layout shown does not fit (--all): its rows say why (M.no_fit)
+  for _, c in ipairs(doc.layouts or {}) do unfit = unfit or c.fits == false end
   return { ep = doc.expert_parallel == true, schedule = #ch.schedules > 1 or any, optimizer = doc.optimizer_step == true,
-           chunks = chunks, zero = type(ch.zero) == "table" and #ch.zero > 0 }
+           chunks = chunks, zero = type(ch.zero) == "table" and #ch.zero > 0, no_fit = unfit }
+end
+
+--- Why layout `c` of the document does not fit, as one line, or nil where it fits: the GB per GPU it needs against the
+--- capacity it was held to (neusight.memory capacity_gb_text, as search's no-fit error words it) and what would make
+--- it fit (the layout's distributed_optimizer_fits / zero_fits: neusight.parallel.memory report), as predict's
+--- warning says them. search --all's JSON and CSV rows carry it (field no_fit) when a layout shown does not fit.
+---@return string?
+function M.no_fit(doc, c)
+  if c.fits ~= false then return nil end
+  local cap = require("neusight.memory").capacity_gb_text(doc.gpu_mem_gb,
+    type(doc.gpu_mem_reported_gib) == "number" and doc.gpu_mem_reported_gib or nil)
+  local help = ""
+  if c.distributed_optimizer_fits == true then
+    help = "; --distributed-optimizer would make it fit"
+  elseif type(c.zero_fits) == "number" and c.zero_fits > 0 then
+    help = ("; --zero %d would make it fit"):format(c.zero_fits)
+  end
+  return ("needs %.1f GB per GPU, more than the %s GB of %s%s"):format(c.memory_gb, cap, tostring(doc.gpu), help)
 end
 
 --- One layout `c` of the document as the JSON's `layouts` and the CSV's rows give it: its fields' names in order and
---- their values (a figure not available: null).
+--- their values (a figure not available: null); `no_fit` (M.no_fit, null where it fits) after `fits` where a layout
+--- shown does not fit (search --all).
 ---@return string[] keys, table values
 function M.layout_fields(doc, c, show)
   show = show or shown(doc)
@@ -207,6 +235,7 @@ function M.layout_fields(doc, c, show)
   put("exposed_comm_ms", c.exposed_comm_ms) put("bubble_ms", c.bubble_ms)
   if show.optimizer then put("optimizer_ms", c.optimizer_ms) end
   put("imbalance_ms", c.imbalance_ms) put("memory_gb", c.memory_gb) put("fits", c.fits)
+  if show.no_fit then put("no_fit", M.no_fit(doc, c)) end
   for _, x in ipairs(c.figures or {}) do put(x.key, x.value) end -- tokens_per_s, mfu, cost_…_usd
   return keys, t
 end

@@ -155,6 +155,33 @@ TEST_CASE("moe: search ranks Mixtral and Qwen3-MoE layouts without refusing them
   }
 }
 
+// moesp: Megatron-Core refuses MoE with tp > 1 in training without sequence parallelism, so a search that ranks such
+// layouts (forecast vLLM-style) says so, once for all of them, naming --sequence-parallel; with it, or in inference
+// (serving engines' tensor parallelism), nothing is said.
+TEST_CASE("search: MoE training layouts with tp above 1 without sequence parallelism are warned of once",
+          "[cli][moe][search]") {
+  const std::string base = "search --model mixtral_8x7b --gpu h100 --batch 16 --seq 2048 --dtype bf16 "
+                           "--predictor roofline --gpus 16 --all --top 100000";
+  auto refused = [](const json& s) {
+    int n = 0;
+    for (const auto& w : s["warnings"]) {
+      const std::string t = w.get<std::string>();
+      if (t.find("Megatron-Core refuses") != std::string::npos) {
+        ++n;
+        CHECK(t.find("--sequence-parallel") != std::string::npos);
+      }
+    }
+    return n;
+  };
+  const json s = run_json(base);
+  bool tp = false;
+  for (const auto& l : s["layouts"]) tp = tp || l["tp"].get<int>() > 1;
+  REQUIRE(tp);  // it ranks tp > 1 layouts
+  CHECK(refused(s) == 1);
+  CHECK(refused(run_json(base + " --sequence-parallel")) == 0);
+  CHECK(refused(run_json(base + " --mode inference")) == 0);
+}
+
 // issue 12: `search` also searches the expert-parallel degree — every ep dividing dp and the expert count — and each
 // row is exactly the forecast `predict` makes of that layout; --ep fixes it.
 TEST_CASE("search: MoE layouts with every expert-parallel degree, each the same forecast predict makes", "[cli][moe][search]") {

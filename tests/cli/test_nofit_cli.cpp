@@ -67,7 +67,25 @@ TEST_CASE("search: no layout fits in memory - exit 1 with the least memory and w
   for (const auto& l : a["layouts"]) {
     CHECK(l["fits"] == false);
     least = std::min(least, l["memory_gb"].get<double>());
+    // each row says why it does not fit (search.lua no_fit): its GB against the GPU's (moesp)
+    REQUIRE(l.contains("no_fit"));
+    char why[96];
+    std::snprintf(why, sizeof why, "needs %.1f GB per GPU, more than the 80 GB of H100-SXM5-80GB",
+                  l["memory_gb"].get<double>());
+    CHECK(l["no_fit"].get<std::string>().rfind(why, 0) == 0);
   }
+  // the CSV too, as a column after fits
+  const auto all_csv = run_cli(base + " --all --top 3 --format csv");
+  REQUIRE(all_csv.code == 0);
+  CHECK(all_csv.out.find(",fits,no_fit,") != std::string::npos);
+  CHECK(all_csv.out.find(",false,\"needs ") != std::string::npos);  // quoted: it has a comma
+  // without --all no row is shown that does not fit: no such field (llama3_8b on 8 H100s: every row fits)
+  const auto fit = run_cli("search --model llama3_8b --gpu h100 --gpus 8 --batch 32 --seq 2048 --dtype bf16 "
+                           "--predictor roofline --format json --top 2");
+  REQUIRE(fit.code == 0);
+  const json fitting = json::parse(fit.out);
+  REQUIRE_FALSE(fitting["layouts"].empty());
+  for (const auto& l : fitting["layouts"]) CHECK_FALSE(l.contains("no_fit"));
   CHECK(least > 80);
   char figure[32];
   std::snprintf(figure, sizeof figure, " is %.1f GB (dp ", least);
@@ -93,6 +111,20 @@ TEST_CASE("search: no layout fits - --distributed-optimizer suggested only where
   const auto on = run_cli(base + " --distributed-optimizer");  // and it does
   INFO(on.err);
   CHECK(on.code == 0);
+  // --all's rows say so each (search.lua no_fit)
+  const auto all = run_cli(base + " --all --format json");
+  INFO(all.out);
+  REQUIRE(all.code == 0);
+  bool named = false;
+  const json rows = json::parse(all.out);
+  REQUIRE_FALSE(rows["layouts"].empty());
+  for (const auto& l : rows["layouts"]) {
+    REQUIRE(l["fits"] == false);
+    const std::string why = l["no_fit"].get<std::string>();
+    CHECK(why.find("more than the 80 GB of H100-SXM5-80GB") != std::string::npos);
+    named = named || why.find("; --distributed-optimizer would make it fit") != std::string::npos;
+  }
+  CHECK(named);
   // no optimizer state to shard (--optimizer none: no moments; autocast keeps no master copy): not suggested
   const auto none = run_cli(model + " --gpu l4 --optimizer none");
   INFO(none.err);

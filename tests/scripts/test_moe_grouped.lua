@@ -331,6 +331,32 @@ function T.test_grouped_autocast_caches_the_expert_weights()
   end
 end
 
+-- A Megatron training forecast (kernels "megatron", a plan's default) of a mixture of experts with tp > 1 and no
+-- sequence parallelism is vLLM-style tensor parallelism, which Megatron-Core refuses in training: the build says so
+-- (warning id moe_tp_without_sequence_parallel, which search tells once), naming --sequence-parallel; not with it, at
+-- tp 1, under eager kernels, nor in inference (serving engines run MoE tensor parallelism that way), nor for DeepSeek
+-- with sequence parallelism.
+function T.test_megatron_moe_training_without_sequence_parallelism_warns()
+  local gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  local function warned(model, mode, parallel)
+    local b = workload.build({ model = model, gpu = "h100", mode = mode, batch = 2, seq = 8, dtype = "bf16",
+      parallel = parallel }, gpu)
+    for i, id in ipairs(b.warning_ids) do
+      if id == "moe_tp_without_sequence_parallel" then return b.warnings[i] end
+    end
+    return nil
+  end
+  for _, cfg in ipairs { TINY_MIXTRAL, TINY_QWEN2, TINY_DS } do
+    local w = warned(cfg, "train", { tp = 2 })
+    assert(w and w:find("--sequence-parallel", 1, true) and w:find("Megatron-Core refuses", 1, true),
+      cfg.arch .. ": warned, naming --sequence-parallel: " .. tostring(w))
+    eq(warned(cfg, "train", { tp = 2, sequence_parallel = true }), nil, cfg.arch .. ": not with sequence parallelism")
+    eq(warned(cfg, "train", { dp = 2 }), nil, cfg.arch .. ": not at tp 1")
+    eq(warned(cfg, "train", { tp = 2, kernels = "eager" }), nil, cfg.arch .. ": not under eager kernels")
+    eq(warned(cfg, "inference", { tp = 2 }), nil, cfg.arch .. ": not in inference")
+  end
+end
+
 function T.test_grouped_workload_field_and_errors()
   local w = workload.normalize { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
     experts = "grouped" }

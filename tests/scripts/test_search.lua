@@ -167,10 +167,12 @@ function T.test_format_csv_writes_numbers_as_number_csv()
   local number_csv = require("neusight.report").number_csv
   local csv = search.format_csv(ranking { layout { memory_gb = 1e15 },
     layout { dp = 8, tp = 1, recompute = "a,b", iteration_ms = 0.1 + 0.2, memory_gb = 3.0, fits = false } })
+  -- (a row that does not fit, as under --all: the no_fit column says why, empty for the row that fits)
   eq(csv, "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,optimizer_ms,"
-    .. "imbalance_ms,memory_gb,fits,tokens_per_s,mfu\n"
-    .. "2,4,1,1,none,12.29,10,1.5,0,0.79,0,1e+15,true,5000000,\n"
-    .. "8,1,1,1,\"a,b\"," .. number_csv(0.1 + 0.2) .. ",10,1.5,0,0.79,0,3,false,5000000,\n", "csv")
+    .. "imbalance_ms,memory_gb,fits,no_fit,tokens_per_s,mfu\n"
+    .. "2,4,1,1,none,12.29,10,1.5,0,0.79,0,1e+15,true,,5000000,\n"
+    .. "8,1,1,1,\"a,b\"," .. number_csv(0.1 + 0.2) .. ",10,1.5,0,0.79,0,3,false,"
+    .. "\"needs 3.0 GB per GPU, more than the 80 GB of H100-SXM5-80GB\",5000000,\n", "csv")
   eq(number_csv(1e15), "1e+15", "fmt's {} writes 1000000000000000")
   eq(search.format_csv(ranking({}, { optimizer_step = false })),
     "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,imbalance_ms,memory_gb,fits\n",

@@ -305,6 +305,9 @@ function T.test_zero_fits_names_the_least_stage_that_fits()
   -- and predict's no-fit warning says so (audit26: it said only "the forecast assumes it fits")
   assert(r.warning:find("the forecast assumes it fits; --zero 2 (shards the gradients and optimizer state", 1, true),
     "the warning names --zero 2: " .. tostring(r.warning))
+  -- worded for the one layout (it has pp 1, as zero 2 needs), not search's "pp 1 layouts only"
+  assert(r.warning:find("over the data-parallel ranks; needs pp 1, which this layout has) would make it fit", 1, true)
+    and not r.warning:find("layouts only", 1, true), "the one layout's words: " .. tostring(r.warning))
   local p0 = P.timeline(with_memory(plan_of({ dp = 8 }, 8), nodes, (gb[0] + gb[1]) / 2 / 0.95), nodes, times).memory
   eq(p0.fits, false, "DDP does not fit between DDP's and zero 1's needs") eq(p0.zero_fits, 1, "zero 1 would")
   assert(p0.warning:find("; --distributed-optimizer (shards the optimizer state over the data-parallel ranks) would "

@@ -111,6 +111,9 @@ local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true
+-- under sequence parallelism with tp > 1 Megatron-Core's all-to-all token dispatcher; a Megatron training forecast
+-- with tp > 1 without it warns (neusight.workload build: Megatron-Core refuses it)
+M.token_dispatcher = true
 M.expert_parallel = true -- and spreads the experts when opts.ep > 1
 M.attention = { eager = true, sdpa = true }
 -- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces

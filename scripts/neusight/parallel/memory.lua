@@ -226,7 +226,7 @@ function M.report(plan, devices, mem, params_total, lean, zero3_gathered)
   if not out.fits and out.zero_fits and type(out.warning) == "string" then
     out.warning = out.warning .. "; " .. (out.zero_fits == 1
       and "--distributed-optimizer (shards the optimizer state over the data-parallel ranks)"
-      or require("neusight.search").zero_help(out.zero_fits)) .. " would make it fit"
+      or require("neusight.search").zero_help(out.zero_fits, true)) .. " would make it fit"
   end
   return out
 end
