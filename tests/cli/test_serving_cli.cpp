@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "cli_json.h"
 #include "test_util.h"
@@ -272,4 +273,69 @@ TEST_CASE("serving: attention beyond the attention MLPs' training contexts is sa
   CHECK(warns_of_attention_range(s, "a prefill attention over " + past + " tokens"));
   CHECK_FALSE(warns_of_attention_range(
       ns_test::run_json("serve --model llama32_1b --gpu b200 --batch 1 --output-len 2 --input-len " + at), "attention"));
+}
+
+// The ranges said are the manifests' ([training.range], written by `neusight train` from the rows it trained on), of
+// the weights the forecast used: a --weights DIR whose attention_prefill manifest records prompts of up to 4096 keys
+// warns of a 4097-token prefill, by predict and by serve (a constant 16384 said nothing). A copy of the shipped
+// weights with that one line changed: the weights themselves are the same bytes.
+TEST_CASE("serving: the attention range said is the --weights manifests'", "[cli][serving]") {
+  ns_test::temp_dir t;
+  const fs::path root = t.path / "weights";
+  fs::copy(ns_test::source_dir / "weights", root, fs::copy_options::recursive);
+  const fs::path manifest = root / "nvidia" / "attention_prefill" / "model.toml";
+  std::string text = ns_test::slurp(manifest);
+  const std::string shipped = "[training.range]\nkeys = 16384.0\n";
+  REQUIRE(text.find(shipped) != std::string::npos);
+  text.replace(text.find(shipped), shipped.size(), "[training.range]\nkeys = 4096.0\n");
+  t.write("weights/nvidia/attention_prefill/model.toml", text);
+  const std::string weights = " --weights '" + root.string() + "'";
+  const std::string model = "--model llama32_1b --gpu b200 --dtype bf16 --batch 1 ";
+  const std::string said = "a prefill attention over 4097 tokens (attention_prefill was trained on prompts of up to 4096)";
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode prefill --seq 4096" + weights), "prefill attention"));
+  CHECK(warns_of_attention_range(predict(model + "--mode prefill --seq 4097" + weights), said));
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode prefill --seq 4097"), "prefill attention"));
+  const json s = ns_test::run_json("serve --model llama32_1b --gpu b200 --batch 1 --output-len 2 --input-len 4097" + weights);
+  CHECK(warns_of_attention_range(s, said));
+}
+
+// A manifest's [training.range] is refused where it names another input than the family's, or a value that is no
+// positive number: never read as "no range" (which says nothing).
+TEST_CASE("serving: a misspelt or bad training.range is refused with its place", "[cli][serving]") {
+  for (const auto& [line, why] : std::vector<std::pair<std::string, std::string>>{
+           {"key = 4096.0", "training.range.key is not an input the attention_prefill family records (it records 'keys')"},
+           {"keys = -1.0", "training.range.keys must be a positive number"}}) {
+    ns_test::temp_dir t;
+    const fs::path root = t.path / "weights";
+    fs::copy(ns_test::source_dir / "weights", root, fs::copy_options::recursive);
+    std::string text = ns_test::slurp(root / "nvidia" / "attention_prefill" / "model.toml");
+    text.replace(text.find("keys = 16384.0"), 14, line);
+    t.write("weights/nvidia/attention_prefill/model.toml", text);
+    const auto r = run_cli("predict --model llama32_1b --gpu b200 --dtype bf16 --batch 1 --mode prefill --seq 128 "
+                           "--weights '" + root.string() + "'");
+    CHECK(r.code != 0);
+    CHECK(r.err.find("attention_prefill/model.toml:") != std::string::npos);
+    CHECK(r.err.find(why) != std::string::npos);
+  }
+}
+
+// The shipped manifests' ranges are what `neusight train --dry-run` computes from their own training data (the
+// manifest's training.data and excluded_gpus: the same rows and code path as training), line for line.
+TEST_CASE("serving: the shipped attention manifests' training.range is their data's", "[cli][serving][shared]") {
+  if (!ns_test::shared_data("aiconfigurator/b200_sxm")) return;
+  for (const char* fam : {"attention_prefill", "attention_decode"}) {
+    const fs::path manifest = ns_test::source_dir / "weights" / "nvidia" / fam / "model.toml";
+    const std::string text = ns_test::slurp(manifest);
+    const auto at = text.find("[training.range]");
+    REQUIRE(at != std::string::npos);
+    const std::string shipped = text.substr(at, text.find('\n', text.find('\n', at) + 1) - at);
+    const toml::table m = toml::parse(text);
+    std::string cmd = std::string("train --dry-run --family ") + fam + " --out /nonexistent --data";
+    for (const auto& d : *m["training"]["data"].as_array()) cmd += " '" + d.value_or(std::string()) + "'";
+    for (const auto& g : *m["training"]["excluded_gpus"].as_array()) cmd += " --exclude-gpu '" + g.value_or(std::string()) + "'";
+    const auto r = run_cli(cmd);
+    INFO(cmd << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(shipped) != std::string::npos);
+  }
 }
