@@ -100,7 +100,8 @@ int l_serve_phase(lua_State* L) {
     family_inputs_add(fam, fc.seconds_by_family(gpu), *c->pred, gpu.vendor);
     // not the grid's longest.<family>.<input> (a power of two past the longest request): serve says the range of its
     // requests (scripts/neusight/serve.lua, against the phase's trained_range below)
-    std::erase_if(fam, [](const auto& kv) { return kv.first.rfind("longest.", 0) == 0; });
+    fam.erase(std::remove_if(fam.begin(), fam.end(), [](const auto& kv) { return kv.first.rfind("longest.", 0) == 0; }),
+              fam.end());
     // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
     // for the phases a report shows)
     figures band;
