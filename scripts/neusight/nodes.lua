@@ -52,10 +52,10 @@ function M.new(dtype, shard, sequence_parallel)
   -- overlapped with the dgrad GEMM: not priced). Returns the tensor the layer reads: `read` (the gathered activation's shape as
   -- the layer sees it; default `shape`), under sequence parallelism a copy of it that marks a linear / addmm taking
   -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
-  -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch, as
-  -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept.
+  -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch without
+  -- sequence parallelism, every rank routing every token): no shard kept.
   -- `column`: the name of Megatron's column-parallel linear that reads the tensor (its node, added after this one; nil:
-  -- none, as in a MoE layer, whose dispatcher gathers and reduce-scatters synchronously). Under Megatron's kernels (the
+  -- none, as in a MoE layer without sequence parallelism, whose router reads the input whole). Under Megatron's kernels (the
   -- plan's kernels = "megatron") its backward launches this input-gradient all-reduce / reduce-scatter asynchronously
   -- after its dgrad GEMM and waits for it after its weight-gradient GEMM (Megatron-Core's
   -- LinearWithGradAccumulationAndAsyncCommunication): the collective node's attrs.hidden_by names it, and the timeline

@@ -199,23 +199,86 @@ function T.test_grouped_tensor_and_sequence_parallel()
       end
     end
     assert(fg >= 2, cfg.model_type .. ": f and g around the grouped MoE block")
-    -- sequence parallel: the block runs on the gathered sequence (b · s tokens, n·k rows)
+    -- sequence parallel: Megatron's token dispatcher routes this rank's b · s / tp tokens (n/tp · k rows) and
+    -- gathers the routed rows over tp around the experts (test_megatron_token_dispatcher_under_sequence_parallelism)
     local sp = build(cfg, with(opts, { tp = 2, parallel = tp_plan(2, b), sequence_parallel = true }))
-    eq(named(sp, ".experts.permute")[1].output[1], b * s * 2, cfg.model_type .. ": n·k rows of the whole sequence")
-    -- the MoE block keeps the gathered tokens (its router and dispatch): no sequence shard saved, where the
-    -- attention's column-parallel projection keeps its shard (and re-gathers it in backward)
+    eq(named(sp, ".experts.permute")[1].output[1], b * s // 2 * 2, cfg.model_type .. ": n/tp · k rows of this rank")
+    -- the routed path keeps its own tokens (no gathered sequence: no sequence shard); a shared expert is a
+    -- sequence-parallel MLP (DeepSeek's shared_experts: it gathers the sequence and keeps its shard), as is the
+    -- attention's column-parallel projection
     -- (DeepSeek's first layers, "dense_layers", have a dense MLP: column-parallel gate/up, a shard kept)
-    local function moe_block(name)
-      return name:find("dense_layers", 1, true) ~= 1
+    local function routed_path(name)
+      return name:find("dense_layers", 1, true) ~= 1 and not name:find("shared_expert", 1, true)
         and (name:find("mlp", 1, true) ~= nil or name:find("block_sparse_moe", 1, true) ~= nil)
     end
     local shards = 0
     for _, n in ipairs(sp) do
-      assert(not (n.attrs.sequence_shard and moe_block(n.name)),
-        cfg.model_type .. ": " .. n.name .. " of the MoE block keeps a sequence shard")
+      assert(not (n.attrs.sequence_shard and routed_path(n.name)),
+        cfg.model_type .. ": " .. n.name .. " of the routed experts keeps a sequence shard")
       if n.attrs.sequence_shard then shards = shards + 1 end
     end
     assert(shards >= 1, cfg.model_type .. ": the attention's column-parallel projection keeps its input's shard")
+  end
+end
+
+-- Megatron-Core's MoELayer with the all-to-all token dispatcher (v0.6–0.9) under tensor, sequence and expert
+-- parallelism (tp 2 × ep 2, training): the router and permute on this rank's n/tp tokens, the ep all-to-alls of its
+-- (n/tp)·k rows, the tp all-gather of the received rows before the experts and the reduce-scatter after (their
+-- gradients' reverse in backward), no sequence all-gather / reduce-scatter around the block; the experts' GEMMs,
+-- FLOPs and saved activations per rank those of the block without sequence parallelism (the tp group's n·k rows
+-- through I/tp). Loop and grouped forms, Mixtral, Qwen3-MoE and DeepSeek-V3 (its shared experts: a sequence-parallel
+-- MLP of their own). Before, every tp rank gathered the sequence, routed all n tokens and sent all n·k rows.
+function T.test_megatron_token_dispatcher_under_sequence_parallelism()
+  local node_saved = require("neusight.memory").node_saved
+  local ep_plan = require("neusight.testing").ep_plan
+  for _, cfg in ipairs { TINY_MIXTRAL, TINY_QWEN3, TINY_DS } do
+    for _, impl in ipairs { "loop", "grouped" } do
+      local b, s, tp, ep = 2, 16, 2, 2
+      local h, k = 64, 2
+      local n = b * s
+      local what = cfg.model_type .. " " .. impl
+      local function graph(sp)
+        return build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "sdpa", experts = impl,
+          tp = tp, ep = ep, parallel = ep_plan(ep, tp, b * ep), sequence_parallel = sp, router_skew = "balanced" })
+      end
+      local sp, whole = graph(true), graph(false)
+      local function sparse(nd) return nd.layer == "layers" end
+      local a2a, rows, seq = 0, 0, 0
+      for _, nd in ipairs(sp) do
+        if sparse(nd) and nd.op == "all_to_all" then
+          a2a = a2a + 1
+          -- per rank (n/tp)·k rows of h: the bytes of (n/tp)·k·h·2
+          eq(require("neusight.parallel.shard").numel(nd.output) * K.dtype_bytes(nd.dtype), n // tp * k * h * 2, what .. ": " .. nd.name .. " bytes")
+        end
+        local moe_block = nd.name:find("mlp", 1, true) or nd.name:find("block_sparse_moe", 1, true)
+        if sparse(nd) and nd.attrs.group == "tp" and moe_block and not nd.name:find("shared_expert", 1, true) then
+          -- the tp collectives of the routed path act on the tp group's n·k rows, not on the (b, s, h) sequence
+          eq(table.concat(nd.output, ","), (n * k) .. "," .. h, what .. ": " .. nd.name .. " on the routed rows")
+          rows = rows + 1
+        end
+        if sparse(nd) and moe_block and nd.attrs.group == "tp" and #nd.output == 3 then seq = seq + 1 end
+        if sparse(nd) and nd.name:match("%.gate$") then eq(nd.inputs[1][1], n // tp, what .. ": router on n/tp tokens") end
+      end
+      eq(a2a, 2, what .. ": dispatch and combine all-to-alls")
+      eq(rows, 4, what .. ": all-gather / reduce-scatter before the experts, reduce-scatter / all-gather after")
+      eq(seq, cfg.model_type == "deepseek_v3" and 4 or 0, what .. ": sequence collectives only around shared experts")
+      -- the experts' work per rank unchanged: the same GEMMs, FLOPs and saved activations as without the dispatcher
+      local function expert_nodes(nodes)
+        local out = {}
+        for _, nd in ipairs(nodes) do if nd.attrs.expert and nd.params > 0 then out[#out + 1] = nd end end
+        return out
+      end
+      local a, w = expert_nodes(sp), expert_nodes(whole)
+      eq(#a, #w, what .. ": expert nodes")
+      for i = 1, #a do
+        eq(table.concat(a[i].inputs[1], ",") .. " " .. table.concat(a[i].output, ",") .. " " .. a[i].params .. " " .. a[i].count,
+          table.concat(w[i].inputs[1], ",") .. " " .. table.concat(w[i].output, ",") .. " " .. w[i].params .. " " .. w[i].count,
+          what .. ": " .. a[i].name .. " GEMM")
+        eq(node_saved(make_node(a[i]), load_op(a[i].op)), node_saved(make_node(w[i]), load_op(w[i].op)),
+          what .. ": " .. a[i].name .. " saved")
+      end
+      eq(matmul_flops(sp, experts), matmul_flops(whole, experts), what .. ": expert FLOPs per rank")
+    end
   end
 end
 

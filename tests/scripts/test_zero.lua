@@ -302,6 +302,15 @@ function T.test_zero_fits_names_the_least_stage_that_fits()
     cap = cap * 0.99
   end
   eq(r.fits, false, "DDP does not fit") eq(r.zero_fits, 2, "zero 2 would") eq(r.distributed_optimizer_fits, false, "zero 1 would not")
+  -- and predict's no-fit warning says so (audit26: it said only "the forecast assumes it fits")
+  assert(r.warning:find("the forecast assumes it fits; --zero 2 (shards the gradients and optimizer state", 1, true),
+    "the warning names --zero 2: " .. tostring(r.warning))
+  local p0 = P.timeline(with_memory(plan_of({ dp = 8 }, 8), nodes, (gb[0] + gb[1]) / 2 / 0.95), nodes, times).memory
+  eq(p0.fits, false, "DDP does not fit between DDP's and zero 1's needs") eq(p0.zero_fits, 1, "zero 1 would")
+  assert(p0.warning:find("; --distributed-optimizer (shards the optimizer state over the data-parallel ranks) would "
+    .. "make it fit", 1, true), "the warning names --distributed-optimizer: " .. tostring(p0.warning))
+  local none = report(0, 1e-3)
+  assert(not none.warning:find("would make it fit", 1, true), "nothing fits: no flag named")
   eq(report(3, 1e-3).zero_fits, nil, "zero 3 and nothing fits: no higher stage")
   eq(report(0, 1e-3).zero_fits, nil, "nothing fits: none")
   eq(report(0, 1e-3).fits, false, "1 MB")

@@ -71,9 +71,12 @@
 --   latents, (b, s, q_lora_rank) and (b, s, kv_lora_rank + qk_rope_head_dim)), and on x before q_proj when q_lora_rank is
 --   null (or with sequence parallelism: the all-gather of the sequence before the replicated projections); g after
 --   o_proj. Dense MLP, shared experts and every routed expert: gate/up column-, down row-parallel (as moe.lua: the
---   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
---   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
---   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+--   intermediate sizes split), the router replicated, one f before the MoE block and one g after; with sequence
+--   parallelism Megatron-Core's all-to-all token dispatcher instead, as moe.lua (router and dispatch on the rank's
+--   n/tp tokens, the tp group's routed rows gathered around the experts, the shared experts a sequence-parallel MLP of
+--   their own). embed_tokens and lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local
+--   experts, an all-to-all of the (n·k, h) routed rows (n: the rank's tokens) before and after them; routing, the
+--   gathers and the combine of all E experts on every rank.
 --   opts.megatron (kernels = "megatron", a parallel run's default): Megatron-Core's fused RMSNorm, RoPE (the interleaved
 --   layout inside the kernel: no copy) and SwiGLU kernels in place of HF's chains (neusight.nodes, as llama.lua), and
 --   linear_fc1, one GEMM for gate and up (gate_up_proj, 2 · the intermediate size), in the dense MLP, the shared
@@ -426,14 +429,16 @@ function M.graph(r, opts)
     tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
   end
 
-  -- DeepseekV3MoE under prefix `m` on the n tokens of the (gathered) sequence.
+  -- DeepseekV3MoE under prefix `m` on this rank's n tokens: the whole sequence, or under sequence parallelism its n/tp
+  -- (Megatron's token dispatcher, neusight.models.moe tp_gather_rows; the shared experts gather the sequence)
   local function moe(m)
     local E, k, G, TG = r.E, r.k, r.G, r.TG
-    local n = b * s
+    local n = b * sl
     local flat, top = { n, h }, { n, k }
     local I = shard and shard.split(r.mI, "moe_intermediate_size") or r.mI
     local Is = r.ns and (shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns)
     local experts = P.expert_shard(opts, who, E)
+    experts.sequence_tp = sp and tp or 1
     experts.router_skew = moe_lib.router_skew(opts.router_skew, who) -- load imbalance under expert parallelism (moe.lua)
     local ng = { no_grad = true }
     local function expert_mlp(e, rows, per)
@@ -477,8 +482,8 @@ function M.graph(r, opts)
       moe_lib.replicate(nodes, from, per)
     end
 
-    -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
-    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts", false)
+    -- (without sequence parallelism: f on the whole expert path's input, the tokens whole on every rank)
+    if not sp then tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts", false) end
     -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
     local gate = m .. ".gate"
     local probs = { n, E }
@@ -549,12 +554,22 @@ function M.graph(r, opts)
     end
     local branch = expert_in -- the block's output dtype (fp32 under autocast but for the grouped path)
     if r.ns then
-      swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
+      if sp then -- Megatron's SharedExpertMLP: a sequence-parallel MLP (gather the sequence, reduce-scatter its output)
+        local whole = { b * s, h }
+        swiglu(m .. ".shared_experts", tp_in(m .. ".shared_experts.tp_in", x,
+          "f: input gradient of the column-parallel shared experts", whole, m .. ".shared_experts.gate_up_proj"),
+          { b * s, Is }, Is)
+        tp_out(m .. ".shared_experts.tp_out", x, "g: sum of the row-parallel shared experts' down_proj partial outputs")
+      else
+        swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
+      end
       add_as(branch, "add", m .. ".shared_experts_add", { flat, flat }, flat, 0,
         { input_dtypes = branch ~= dtype and N.mixed(g, "fp32", "dtype") or nil }) -- + the 16-bit shared experts
     end
-    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)",
-      branch ~= dtype and branch or nil)
+    if not sp then
+      tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)",
+        branch ~= dtype and branch or nil)
+    end
     return branch ~= dtype and branch or nil
   end
 

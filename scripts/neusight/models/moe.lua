@@ -17,7 +17,8 @@
 --   * "qwen3_moe": as qwen2_moe without the shared expert, with Qwen3's attention (q_norm / k_norm, head_dim,
 --     attention_bias).
 -- The MoE block as HF's eager code runs it (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
--- of transformers 4.4x–4.5x), on the n = batch · seq tokens of the (gathered) sequence, E experts, top k:
+-- of transformers 4.4x–4.5x), on the n = batch · seq tokens (batch · seq / tp under sequence parallelism: the rank's
+-- own), E experts, top k:
 --   gate Linear(h, E) → softmax in fp32 (F.softmax(dtype=float)) → topk(k) → [renormalise: sum, div] → .to(dtype)
 --   → zeros(n, h) output buffer → one_hot(selected, E) mask (int64, permuted: a view) → experts hit (sum of the mask)
 --   → per expert: torch.where(mask[e]) (nonzero: the expert's tokens), hidden_states[top_x] (a gather, op index),
@@ -45,13 +46,22 @@
 -- softmax / topk and the loop's gathers stay HF's.
 -- Tensor parallelism (opts.tp, Megatron-style as switch.lua's experts): every expert's w1/w3 column-parallel and w2
 -- row-parallel (intermediate size split), the shared expert likewise, the router and shared_expert_gate replicated;
--- one f before the block (the whole expert path's input gradient is a partial sum per rank) and one g after the
--- combine (the per-token routing and gate weights commute with the sum). Sequence parallel: the f all-gathers the
--- sequence, the router runs on all of it, the g reduce-scatters.
+-- without sequence parallelism (vLLM-style tensor parallelism, as serving engines run it: every rank holds every
+-- token and routes all n) one f before the block (the whole expert path's input gradient is a partial sum per rank)
+-- and one g after the combine (the per-token routing and gate weights commute with the sum). With sequence
+-- parallelism (Megatron-Core's MoELayer, which requires it for tp > 1 in training: "performance may degrade if MoE
+-- and tensor parallelism are enabled without also enabling sequence parallelism"), its all-to-all token dispatcher
+-- (v0.6–0.9, before expert-tensor-parallel decoupling; M.tp_gather_rows): no gather of the sequence; the router,
+-- the routing and the permute / dispatch run on the rank's own n/tp tokens, the ep all-to-alls carry its (n/tp)·k
+-- rows, and the tp group all-gathers the received rows before the local (I/tp) experts and reduce-scatters their
+-- outputs after (backward: the reverse), so the experts run the tp group's rows — the GEMMs of the block without
+-- sequence parallelism. Qwen2-MoE's shared expert is Megatron's SharedExpertMLP, a sequence-parallel MLP (all-gather
+-- of the sequence, reduce-scatter of its output) with its gate on the rank's tokens.
 -- Expert parallelism (opts.ep = k > 1, DeepSpeed-MoE / Megatron style as switch.lua): each rank holds E/k experts.
 -- Routing, the per-expert gathers of all E experts (filling the send buffer) and the combine (routing weight, mul,
--- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows before the local
--- experts and one after, both again in backward; each local expert gets n·k/(E/k) rows (its share from all k ranks).
+-- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows (n: the rank's
+-- tokens, n/tp under sequence parallelism) before the local experts and one after, both again in backward; each
+-- local expert gets n·k/(E/k) rows (its share from all k ranks; × tp after the sequence-parallel tp gather).
 -- Expert weights carry attrs.expert: their gradients are all-reduced among their dp / k replicas only.
 -- Grouped experts (opts.experts = "grouped"; workload field `experts`, CLI --experts, `neusight serve`'s default): the
 -- routed experts as serving engines and Megatron run them, following Megatron-Core's MoELayer with the all-to-all
@@ -63,8 +73,8 @@
 -- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b experts that receive rows (the expected distinct experts a uniform
 -- router reaches, at most min(local experts, n·k); ops/grouped_linear.lua), reading each active expert's whole weight; its
 -- backward is the data- and weight-gradient grouped GEMMs. Tensor, sequence and expert parallelism as the loop's
--- (I split, f / g around the block; all-to-alls of the (n·k, h) rows around the grouped MLP, plus Megatron's
--- sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
+-- (I split; f / g around the block, or under sequence parallelism the tp gather / scatter of the routed rows around
+-- the grouped MLP; all-to-alls of the (n·k, h) rows, plus Megatron's sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
 -- and active parameters equal the loop's. Differences from vLLM's fused_moe (the gather fused into the first GEMM,
 -- silu_and_mul in one kernel, the routing weights applied in the second GEMM, moe_sum over (n, k, h)) are a few
 -- memory-bound kernels; the GEMMs are the same. transformers ≥ 4.57's grouped_mm experts are close to this form.
@@ -337,15 +347,39 @@ function M.mean_rank_share(nodes, from, mean, busiest)
   for i = from, #nodes do nodes[i].attrs.model_flops_share = mean / busiest end
 end
 
+--- Megatron-Core's all-to-all token dispatcher under tensor (sequence) parallelism (experts.sequence_tp = tp > 1; MoELayer
+--- with the MoEAlltoAllTokenDispatcher of v0.6–0.9, before expert-tensor-parallel decoupling): each tp rank routes its
+--- own n/tp tokens; after the expert-parallel all-to-all the tp group gathers the rows its local experts received
+--- (gather_from_sequence_parallel_region over tp: every rank then holds the tp group's rows, the expert weights are
+--- tp-sharded, I/tp) and reduce-scatters the expert outputs before the all-to-all back. `rows` = the gathered
+--- (rows, h) of the local experts; forward all-gather, backward reduce-scatter (M.tp_gather_rows) and the reverse
+--- (M.tp_scatter_rows), group "tp". v0.8–0.9 all-to-all the tokens to hidden shards over tp first (all_to_all_sp2hp,
+--- (n/tp, h) per rank) and all-gather the last dimension instead: the same row collectives' bytes, plus that one.
+function M.tp_gather_rows(g, name, rows)
+  g.comm("all_gather", name .. ".all_gather", rows, "forward",
+    "Megatron token dispatcher: the tp group's routed rows for the local experts (tp-sharded)")
+  g.comm("reduce_scatter", name .. ".reduce_scatter", rows, "backward",
+    "Megatron token dispatcher: the rows' input gradient back to their tp rank")
+end
+function M.tp_scatter_rows(g, name, rows)
+  g.comm("reduce_scatter", name .. ".reduce_scatter", rows, "forward",
+    "Megatron token dispatcher: sum of the row-parallel expert outputs, each tp rank its own rows")
+  g.comm("all_gather", name .. ".all_gather", rows, "backward", "Megatron token dispatcher: the output gradient's rows")
+end
+
 --- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
 --- (M.experts_reached: all E once n·k ≫ E, fewer at small decode batches and short prompts; neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
 --- (experts.ep > 1) the dispatches run first, an all-to-all sends the rows of width `h` to their experts, this rank's
---- local experts run, and a second all-to-all brings their outputs back before the combines.
+--- local experts run, and a second all-to-all brings their outputs back before the combines. Under Megatron's
+--- dispatcher with sequence parallelism (experts.sequence_tp = tp > 1) the n tokens are this rank's n/tp: the
+--- all-to-alls carry its rows, the tp group gathers the received rows around the local experts (M.tp_gather_rows),
+--- which run on the tp group's rows (those of n·tp tokens per ep rank).
 function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp, combine, k)
   local n = routed // k -- this rank's tokens, k experts each: the experts they reach (M.experts_reached)
+  local tp = experts.sequence_tp or 1
   local sets = spread(routed, E, M.experts_reached(E, k, E, n))
-  if experts.ep == 1 then
+  if experts.ep == 1 and tp == 1 then
     for _, set in ipairs(sets) do
       local e = m .. "." .. set.name
       dispatch(e, set.rows, set.per)
@@ -354,18 +388,26 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
     end
     return
   end
-  -- the busiest rank's rows (M.busiest_rank_rows: its local experts' work and the all-to-alls' volume set the step)
-  local busy = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
-  local why = busy > routed and (" (busiest rank: %d rows, router_skew %s)"):format(busy, tostring(experts.router_skew or "uniform")) or ""
+  -- the busiest rank's rows (M.busiest_rank_rows: its local experts' work and the all-to-alls' volume set the step):
+  -- `sent` of this rank's n tokens in the all-to-alls, `busy` of the tp group's n·tp for the local experts
+  local busy = M.busiest_rank_rows(experts.router_skew, n * tp, k, E, experts.ep)
+  local sent = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
+  local why = sent > routed and (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform")) or ""
   for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
-  experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { busy, h }, "expert parallel: routed tokens to their experts" .. why)
+  if experts.ep > 1 then
+    experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { sent, h }, "expert parallel: routed tokens to their experts" .. why)
+  end
+  if tp > 1 then M.tp_gather_rows(g, m .. ".tp_gather", { busy, h }) end
   local from = #nodes + 1
   for _, set in ipairs(spread(busy, experts.local_experts,
-      M.experts_reached(experts.local_experts, k, E, n * experts.ep))) do
+      M.experts_reached(experts.local_experts, k, E, n * tp * experts.ep))) do
     expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
   end
-  M.mean_rank_share(nodes, from, routed, busy) -- the model FLOPs count the mean rank's `routed` rows
-  experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { busy, h }, "expert parallel: expert outputs back" .. why)
+  M.mean_rank_share(nodes, from, routed * tp, busy) -- the model FLOPs count the mean rank's rows
+  if tp > 1 then M.tp_scatter_rows(g, m .. ".tp_scatter", { busy, h }) end
+  if experts.ep > 1 then
+    experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { sent, h }, "expert parallel: expert outputs back" .. why)
+  end
   for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
 end
 
@@ -420,24 +462,31 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   add("index", e .. ".permuted_probs", { { n, k }, { R } }, { R, 1 })
   -- the rows this rank's local experts run: its own R, or under expert parallelism the busiest rank's
   -- (M.busiest_rank_rows: the ep ranks wait for it; its all-to-alls carry the most rows)
-  local Rl = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
-  local lrows, lmid = { Rl, h }, { Rl, I }
+  -- (M.busiest_rank_rows: the ep ranks wait for it; its all-to-alls carry the most rows); under Megatron's dispatcher
+  -- with sequence parallelism (experts.sequence_tp = tp) n is this rank's n/tp tokens: the all-to-alls carry its
+  -- `sent` rows, the tp group gathers the received ones (M.tp_gather_rows) and the local experts run the rows of n·tp
+  local tp = experts.sequence_tp or 1
+  local Rl = M.busiest_rank_rows(experts.router_skew, n * tp, k, E, experts.ep)
+  local sent = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
+  local lrows, lmid, srows = { Rl, h }, { Rl, I }, { sent, h }
+  local why = sent > R and (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform")) or ""
   if experts.ep > 1 then
-    local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
-    experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", lrows, "expert parallel: routed tokens to their experts" .. why)
+    experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", srows, "expert parallel: routed tokens to their experts" .. why)
   end
   local from = #g.nodes + 1 -- the busiest rank's kernels (M.mean_rank_share)
-  if experts.ep > 1 then add("contiguous", e .. ".sort_chunks", { lrows }, lrows) end
-  -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
-  local attrs = { expert = true, experts = El, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
+  if experts.ep > 1 then add("contiguous", e .. ".sort_chunks", { srows }, srows) end
+  if tp > 1 then M.tp_gather_rows(g, m .. ".tp_gather", lrows) end
+  -- the local experts that n tokens on each of the ep ranks (n·tp: the tp group's) reach (ops/grouped_linear.lua reads
+  -- those weights)
+  local attrs = { expert = true, experts = El, experts_reached = M.experts_reached(El, k, E, n * tp * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
   require("neusight.nodes").glu(g, e, lmid, "silu") -- act_fn and mul, or Megatron's fused SwiGLU (g.megatron)
   add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)
-  if experts.ep > 1 then add("contiguous", e .. ".unsort_chunks", { lrows }, lrows) end
-  M.mean_rank_share(g.nodes, from, R, Rl) -- the model FLOPs count the mean rank's R rows
+  if tp > 1 then M.tp_scatter_rows(g, m .. ".tp_scatter", lrows) end
+  if experts.ep > 1 then add("contiguous", e .. ".unsort_chunks", { srows }, srows) end
+  M.mean_rank_share(g.nodes, from, R * tp, Rl) -- the model FLOPs count the mean rank's rows
   if experts.ep > 1 then
-    local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
-    experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", lrows, "expert parallel: expert outputs back" .. why)
+    experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", srows, "expert parallel: expert outputs back" .. why)
   end
   add("mul", e .. ".weighted", { rows, { R, 1 } }, rows)
   add("zeros", m .. ".final_hidden_states", {}, { n, h })
@@ -450,11 +499,16 @@ local function block(ctx, p)
   local moe = r.moe
   local nodes, add, add_as = g.nodes, g.add, ctx.add_as
   local h, E, k = r.h, moe.E, moe.k
-  local n = ctx.b * ctx.s -- tokens routed on this rank (the whole sequence: sequence parallel gathers it first)
+  -- Megatron's token dispatcher under sequence parallelism (M.tp_gather_rows): the router and the dispatch on this
+  -- rank's n/tp tokens, no gather of the sequence; without it (vLLM-style tensor parallelism: every rank holds every
+  -- token) all n tokens on every rank, f before the block and g after
+  local sp = ctx.shard ~= nil and ctx.tp > 1 and opts.sequence_parallel == true
+  local n = ctx.b * (sp and ctx.s // ctx.tp or ctx.s) -- tokens routed on this rank
   local m = p .. "." .. moe.module
   local shard = ctx.shard
   local I = shard and shard.split(moe.I, moe.I_name) or moe.I
   local experts = require("neusight.parallel").expert_shard(opts, r.who, E)
+  experts.sequence_tp = sp and ctx.tp or 1
   experts.router_skew = M.router_skew(opts.router_skew, r.who) -- load imbalance under expert parallelism
   local flat, top = { n, h }, { n, k }
 
@@ -494,8 +548,10 @@ local function block(ctx, p)
     M.replicate(nodes, from, per)
   end
 
-  -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
-  g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
+  -- (without sequence parallelism: f on the whole expert path's input; neusight.nodes tp_in)
+  if not sp then
+    g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
+  end
   if opts.training and moe.jitter > 0 then add_as(stream, "mul", m .. ".jitter", { flat, flat }, flat) end
   N.autocast_cast(g, m .. ".gate.input_cast", flat)
   add("linear", m .. ".gate", { flat }, { n, E }, h * E, { bias = false })
@@ -522,7 +578,15 @@ local function block(ctx, p)
   if moe.shared_I then -- Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared_expert(x), added to the experts' sum
     local Is = shard and shard.split(moe.shared_I, "shared_expert_intermediate_size") or moe.shared_I
     local col = { n, 1 }
-    ctx.swiglu(m .. ".shared_expert", flat, { n, Is }, Is, false)
+    if sp then -- Megatron's SharedExpertMLP: a sequence-parallel MLP (gather the sequence, reduce-scatter its output)
+      local whole = { ctx.b * ctx.s, h }
+      local sx = g.tp_in(m .. ".shared_expert.tp_in", ctx.x, "f: input gradient of the column-parallel shared expert",
+        whole, m .. ".shared_expert.gate_up_proj")
+      ctx.swiglu(m .. ".shared_expert", sx, { ctx.b * ctx.s, Is }, Is, false)
+      g.tp_out(m .. ".shared_expert.tp_out", ctx.x, "g: sum of the row-parallel shared expert down_proj partial outputs")
+    else
+      ctx.swiglu(m .. ".shared_expert", flat, { n, Is }, Is, false)
+    end
     N.autocast_cast(g, m .. ".shared_expert_gate.input_cast", flat)
     add("linear", m .. ".shared_expert_gate", { flat }, col, h, { bias = false })
     add("sigmoid", m .. ".shared_expert_gate.sigmoid", { col }, col)
@@ -531,8 +595,10 @@ local function block(ctx, p)
     add_as(stream, "add", m .. ".shared_expert_add", { flat, flat }, flat, 0,
       { input_dtypes = N.mixed(g, "fp32", "dtype") })
   end
-  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs",
-    not grouped and stream or nil) -- the experts' fp32 final_hidden_states under autocast
+  if not sp then
+    g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs",
+      not grouped and stream or nil) -- the experts' fp32 final_hidden_states under autocast
+  end
   return grouped and nil or stream -- the branch's dtype: final_hidden_states' (the grouped path keeps the compute dtype)
 end
 
@@ -542,7 +608,9 @@ local function aux_loss(ctx, sparse_layers)
   if not opts.training or opts.loss == false or sparse_layers == 0 then return end
   local g, E, k = ctx.g, r.moe.E, r.moe.k
   local add, add_as = g.add, ctx.add_as
-  local T = sparse_layers * ctx.b * ctx.s
+  -- the router logits of this rank's tokens (n/tp under Megatron's dispatcher with sequence parallelism)
+  local sp = ctx.shard ~= nil and ctx.tp > 1 and opts.sequence_parallel == true
+  local T = sparse_layers * ctx.b * (sp and ctx.s // ctx.tp or ctx.s)
   local logits, top = { T, E }, { T, k }
   add("contiguous", "router_aux_loss.cat", { logits }, logits)                       -- torch.cat(gate_logits)
   -- under torch.autocast the gate's logits are bf16 and softmax is on autocast's fp32 list: the routing weights and
