@@ -1,6 +1,7 @@
 // tests/cli/test_serving_cli.cpp — serving phases end to end: `predict --mode prefill / decode` for Llama-3-8B on an H100
 // (the README's two commands), kv_cache_gb, decode time against C, B and the weights' read, errors, tensor parallelism.
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -10,6 +11,7 @@
 #include "cli_json.h"
 #include "test_util.h"
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ns_test::run_cli;
 
