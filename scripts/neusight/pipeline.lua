@@ -134,6 +134,7 @@ function M.finish(run)
     if fp8 then fp8_warning = fp8_slower(run, kernels, seconds) end
     if not run.lean then
       untrained = require("neusight.uncertainty").untrained_inputs(kernels, seconds)
+    end
     totals, predictor_warnings = run.aggregate()
   else
     totals, predictor_warnings = run.forecast()
