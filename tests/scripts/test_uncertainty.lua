@@ -241,8 +241,8 @@ function T.test_engine_training_range_refuses_an_infinite_peak()
 end
 
 -- An untrained_s.<variant> figure input that is not finite was dropped silently (NaN: NaN > 0 is false) or made the
--- untrained share infinite (+inf): refused, naming the field.
-function T.test_untrained_seconds_not_finite_are_refused_by_name()
+-- untrained share infinite (+inf): refused, naming the field (a band reads ns.families: the engine runs it).
+function T.test_engine_untrained_seconds_not_finite_are_refused_by_name()
   for _, bad in ipairs({ 0 / 0, math.huge }) do
     local _, r = band_of({ attention_prefill = 1 }, nil, { attention_prefill = EXACT })
     r.untrained_s, r.untrained_n = { full = bad }, { full = 1 }
@@ -254,8 +254,9 @@ end
 
 -- The kernels beyond the range their family's weights were trained on are said by the band, against the manifests'
 -- range handed over (r.trained_range: a --weights DIR's own), not a constant: at 8192 trained keys a 16384-key prefill
--- is beyond, at the shipped 16384 it is not; a family without a recorded range says nothing.
-function T.test_range_beyond_the_weights_trained_range_is_said_from_the_manifests()
+-- is beyond, at the shipped 16384 it is not; a family without a recorded range says nothing (a band reads ns.families:
+-- the engine runs it).
+function T.test_engine_range_beyond_the_weights_trained_range_is_said_from_the_manifests()
   local function said(trained, longest)
     local _, r = band_of({ attention_prefill = 1, attention_decode = 1 }, nil,
       { attention_prefill = EXACT, attention_decode = EXACT })
