@@ -289,9 +289,11 @@ TEST_CASE("serving: the attention range said is the --weights manifests'", "[cli
   fs::copy(ns_test::source_dir / "weights", root, fs::copy_options::recursive);
   const fs::path manifest = root / "nvidia" / "attention_prefill" / "model.toml";
   std::string text = ns_test::slurp(manifest);
-  const std::string shipped = "[training.range]\nkeys = 16384.0\n";
-  REQUIRE(text.find(shipped) != std::string::npos);
-  text.replace(text.find(shipped), shipped.size(), "[training.range]\nkeys = 4096.0\n");
+  const auto range = text.find("[training.range]");
+  REQUIRE(range != std::string::npos);
+  const auto keys = text.find("keys = 16384.0", range);
+  REQUIRE(keys != std::string::npos);
+  text.replace(keys, 14, "keys = 4096.0");
   t.write("weights/nvidia/attention_prefill/model.toml", text);
   const std::string weights = " --weights '" + root.string() + "'";
   const std::string model = "--model llama32_1b --gpu b200 --dtype bf16 --batch 1 ";
@@ -322,22 +324,31 @@ TEST_CASE("serving: a misspelt or bad training.range is refused with its place",
 }
 
 // The shipped manifests' ranges are what `neusight train --dry-run` computes from their own training data (the
-// manifest's training.data and excluded_gpus: the same rows and code path as training), line for line.
+// manifest's training.data and excluded_gpus: the same rows and code path as training), value for value.
 TEST_CASE("serving: the shipped attention manifests' training.range is their data's", "[cli][serving][shared]") {
   if (!ns_test::shared_data("aiconfigurator/b200_sxm")) return;
   for (const char* fam : {"attention_prefill", "attention_decode"}) {
     const fs::path manifest = ns_test::source_dir / "weights" / "nvidia" / fam / "model.toml";
-    const std::string text = ns_test::slurp(manifest);
-    const auto at = text.find("[training.range]");
-    REQUIRE(at != std::string::npos);
-    const std::string shipped = text.substr(at, text.find('\n', text.find('\n', at) + 1) - at);
-    const toml::table m = toml::parse(text);
+    const toml::table m = toml::parse(ns_test::slurp(manifest));
+    const toml::table* shipped = m["training"]["range"].as_table();
+    REQUIRE(shipped != nullptr);
     std::string cmd = std::string("train --dry-run --family ") + fam + " --out /nonexistent --data";
     for (const auto& d : *m["training"]["data"].as_array()) cmd += " '" + d.value_or(std::string()) + "'";
     for (const auto& g : *m["training"]["excluded_gpus"].as_array()) cmd += " --exclude-gpu '" + g.value_or(std::string()) + "'";
     const auto r = run_cli(cmd);
     INFO(cmd << "\n" << r.err);
     REQUIRE(r.code == 0);
-    CHECK(r.out.find(shipped) != std::string::npos);
+    // the printed [training.range] on (the lines before it are the summary and min_seconds), as TOML: the same
+    // inputs and values, however either is indented
+    const auto at = r.out.find("[training.range]");
+    REQUIRE(at != std::string::npos);
+    const toml::table printed = toml::parse(r.out.substr(at));
+    const toml::table* range = printed["training"]["range"].as_table();
+    REQUIRE(range != nullptr);
+    CHECK(range->size() == shipped->size());
+    for (const auto& [key, v] : *shipped) {
+      INFO(fam << " training.range." << key.str());
+      CHECK((*range)[key.str()].value<double>() == v.value<double>());
+    }
   }
 }
