@@ -158,6 +158,9 @@ int train_main(const train_flags& f) {
   const train_convention& conv = s.training_convention();  // neusight.kernels: what forecasts show the MLP
   const wave_share share = wave_share_trained(*fam);  // how the new weights price a partial wave (tile_model.h)
   for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv, share), r.latency_ms / 1e3});
+  std::vector<const kernel*> trained_kernels;  // the rows' kernels: the range the weights were trained on
+  for (const auto& r : d.rows) trained_kernels.push_back(&r.k);
+  const std::map<std::string, double> range = weights_range_of(*fam, trained_kernels);
   if (f.dry_run) {
     // What weights_save would write for the keys the rows alone decide (the manifest's own formatting: toml++), so a
     // shipped model.toml's line can be checked against the data (weights/min_seconds.py).
@@ -174,6 +177,16 @@ int train_main(const train_flags& f) {
     } else {
       std::printf("# no min_seconds: the %s family's rows are eager per-op timings (tile_min_seconds)\n",
                   f.family.c_str());
+    }
+    if (!range.empty()) {  // as weights_save writes it: [training.range]
+      toml::table tr, rt;
+      for (const auto& [name, v] : range) rt.insert(name, v);
+      tr.insert("range", std::move(rt));
+      toml::table t;
+      t.insert("training", std::move(tr));
+      std::ostringstream text;
+      text << t;
+      std::printf("%s\n", text.str().c_str());
     }
     return 0;
   }
@@ -219,6 +232,7 @@ int train_main(const train_flags& f) {
   p.val_mape = r.val_mape;
   p.train_mape = r.train_mape;
   p.tiles = f.tiles;
+  p.range = range;
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();  // the training's wall time
   weights_save(f.out, r.model, p);
   // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies,

@@ -301,7 +301,7 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
     }
     std::vector<family_time> families;
     for (const auto& [name, a] : by)
-      if (a.first > 0) families.push_back({name, a.first, a.first * a.first / a.second, 0});
+      if (a.first > 0) families.push_back({name, a.first, a.first * a.first / a.second, 0, "", 0});
     if (!(total > 0)) continue;
     figure_inputs in = {{"latency_s", total}};
     family_inputs_add(in, families, pred, g->vendor);

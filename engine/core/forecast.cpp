@@ -1,6 +1,7 @@
 // engine/core/forecast.cpp — aggregation of kernel latencies (no overlap on one GPU: kernels run in order).
 #include "core/forecast.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -98,7 +99,7 @@ namespace {
 // forecast::seconds_by_family, the floors on `floors_on` when given.
 std::vector<family_time> family_times(const forecast& fc, const gpu_spec* floors_on) {
   struct acc {
-    double sum = 0, squares = 0, floor = 0;
+    double sum = 0, squares = 0, floor = 0, most = 0;
   };
   std::map<family, acc> by;
   acc other;
@@ -108,13 +109,14 @@ std::vector<family_time> family_times(const forecast& fc, const gpu_spec* floors
     acc& a = fam ? by[*fam] : other;
     a.sum += fc.seconds(i), a.squares += fc.seconds(i) * fc.seconds(i);
     if (floors_on) a.floor += roofline_floor_seconds(k, *floors_on) * double(fc.g.nodes[fc.kernels[i].node].count);
+    if (fam) a.most = std::max(a.most, family_range_value(*fam, k));
   }
   std::vector<family_time> out;
-  auto add = [&](std::string name, const acc& a) {
-    if (a.sum > 0) out.push_back({std::move(name), a.sum, a.sum * a.sum / a.squares, a.floor});
+  auto add = [&](std::string name, const acc& a, std::string_view input) {
+    if (a.sum > 0) out.push_back({std::move(name), a.sum, a.sum * a.sum / a.squares, a.floor, std::string(input), a.most});
   };
-  for (const auto& [f, a] : by) add(std::string(family_name(f)), a);
-  add("other", other);
+  for (const auto& [f, a] : by) add(std::string(family_name(f)), a, family_range_input(f));
+  add("other", other, "");
   return out;
 }
 }  // namespace
@@ -134,6 +136,7 @@ void family_inputs_add(figure_inputs& in, const std::vector<family_time>& famili
     in.emplace_back("family_s." + f.family, f.seconds);
     in.emplace_back("family_n." + f.family, f.kernels);
     if (f.family != "other" && !pred.models_family(vendor, f.family)) in.emplace_back("roofline." + f.family, true);
+    if (!f.range_input.empty() && f.range_most > 0) in.emplace_back("longest." + f.family + "." + f.range_input, f.range_most);
   }
   family_floor_inputs_add(in, families);
 }

@@ -19,6 +19,10 @@ struct family_time {
   // Σ roofline_floor_seconds × replication over the family's kernels: the least time its kernels can take (0 from
   // forecast::seconds_by_family(), which computes no floors).
   double floor_seconds = 0;
+  // The largest value of the family's range input (engine/core/tile_model.h family_range_input, "" for none) among its
+  // kernels: what scripts/neusight/uncertainty.lua compares with the weights' [training.range].
+  std::string range_input;
+  double range_most = 0;
 };
 
 struct forecast {

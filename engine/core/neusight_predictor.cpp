@@ -645,6 +645,9 @@ class neusight_predictor final : public predictor {
     if (const auto v = trained_gpus_.find(vendor); v != trained_gpus_.end())
       for (const auto& [f, gpus] : v->second)
         if (!gpus.empty()) found.trained_gpus.emplace(std::string(family_name(f)), gpus);
+    if (const auto v = trained_range_.find(vendor); v != trained_range_.end())
+      for (const auto& [f, range] : v->second)
+        if (!range.empty()) found.trained_range.emplace(std::string(family_name(f)), range);
     return uncertainty_[vendor] = std::move(found);
   }
 
@@ -666,6 +669,7 @@ class neusight_predictor final : public predictor {
         throw error((dir / "model.toml").generic_string() + ": weights trained on " + m.vendor + " GPUs in the " +
                     vendor + " folder");
       trained_gpus_[vendor][f] = std::move(prov.gpus);
+      trained_range_[vendor][f] = std::move(prov.range);
       models.emplace(f, std::move(m));
     }
     return cache_[vendor] = std::move(models);
@@ -695,6 +699,7 @@ class neusight_predictor final : public predictor {
   mutable std::map<std::string, Eigen::MatrixXf> outputs_memo_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
   mutable std::map<std::string, std::map<family, std::vector<std::string>>> trained_gpus_;
+  mutable std::map<std::string, std::map<family, std::map<std::string, double>>> trained_range_;  // [training.range]
   mutable std::vector<std::string> warnings_;
   mutable std::vector<bool> switched_;  // the last predict()'s kernels its alternative tile priced (tiles_switched)
   mutable std::map<std::string, uncertainty_source> uncertainty_;

@@ -64,6 +64,10 @@ struct uncertainty_source {
   // the GPU is one of them (the band's centre, the calibration prior) and their range (out of distribution, the per-SM
   // range warning), both in scripts/neusight/uncertainty.lua.
   std::map<std::string, std::vector<std::string>> trained_gpus;
+  // The range of its input each family's weights were trained on (family_name → the manifest's [training.range]:
+  // { family_range_input → the largest value among the rows }): a forecast's kernels beyond it are said
+  // (scripts/neusight/uncertainty.lua); a family absent (no weights, or weights from before the key) says nothing.
+  std::map<std::string, std::map<std::string, double>> trained_range;
   uncertainty_source() = default;
   uncertainty_source(std::filesystem::path t) : table(std::move(t)) {}  // a table alone (tests, fuzz targets)
 };

@@ -59,6 +59,22 @@ std::optional<family> family_of(const kernel& k) {
   return std::nullopt;
 }
 
+std::string_view family_range_input(family f) {
+  switch (f) {
+    case family::attention_prefill: return "keys";
+    case family::attention_decode: return "cached_tokens";
+    default: return "";
+  }
+}
+
+double family_range_value(family f, const kernel& k) {
+  switch (f) {
+    case family::attention_prefill: return double(std::max(k.k, k.m));
+    case family::attention_decode: return double(k.k);
+    default: return 0;
+  }
+}
+
 bool family_transfer_features(family f) {
   return f == family::gemm_tc16 || f == family::gemm_fp8 || f == family::attention_prefill ||
          f == family::attention_decode;

@@ -33,6 +33,15 @@ std::vector<std::string> family_name_list();  // every family's name, in `famili
 // fp32 gemm → linear, fp32 bmm → bmm, tensor-core dtypes → gemm_tc16 / gemm_fp8, vector kinds → themselves,
 // memory → none (analytic).
 std::optional<family> family_of(const kernel& k);
+// The input of a family's kernels whose trained range its weights' manifest records ([training.range], written by
+// `neusight train` from the rows it trained on: the largest value among them), or "" for a family without one. A
+// forecast's kernels of the family beyond it are extrapolated by the MLP (scripts/neusight/uncertainty.lua says so):
+//   attention_prefill  "keys"           the keys a prefill (or training / encoder sdpa) kernel attends over, or its
+//                                       queries if more: max(k, m); AIConfigurator's context_attention, prompts
+//   attention_decode   "cached_tokens"  the cached tokens a decode kernel attends over (context + the new token): k
+std::string_view family_range_input(family f);
+// That input of kernel `k` of family `f` (family_of(k) == f and family_range_input(f) not ""), 0 otherwise.
+double family_range_value(family f, const kernel& k);
 
 // The reference's four MLP inputs are log2 ratios, bit-for-bit in its units (spec §1.3): tile GFLOP / per-SM
 // TFLOP/s, tile MB / per-SM GB/s, W·tile MB / per-SM memory MB, W·tile MB / per-SM L2 KB (`ref` below).

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +28,15 @@ struct weights_provenance {
   int64_t rows = 0, train_rows = 0, val_rows = 0, epochs_run = 0, best_epoch = 0;
   double val_mape = 0, train_mape = 0, seconds = 0;
   std::string tiles;  // "measured" | "rule"
+  // [training.range]: the largest value of the family's range input (family_range_input) among the rows trained on;
+  // empty for a family without one, or weights from before it (read as: no range known, nothing said)
+  std::map<std::string, double> range;
 };
+
+// The [training.range] of rows of family `f` (their kernels, each family_of == f): { family_range_input(f) = the
+// largest family_range_value }, {} for a family without a range input or no rows. `neusight train` writes it; `train
+// --dry-run` prints it (weights/min_seconds.py checks the shipped manifests' against the data).
+std::map<std::string, double> weights_range_of(family f, const std::vector<const kernel*>& kernels);
 
 uint64_t fnv1a64(const void* data, size_t n);
 

@@ -1125,6 +1125,18 @@ void session::impl::trained_gpus_push(const std::map<std::string, std::vector<st
   }
 }
 
+void trained_range_push(lua_State* L, const std::map<std::string, std::map<std::string, double>>& range) {
+  lua_createtable(L, 0, int(range.size()));  // stack: range
+  for (const auto& [family, inputs] : range) {
+    lua_createtable(L, 0, int(inputs.size()));  // stack: range family
+    for (const auto& [name, v] : inputs) {
+      lua_pushnumber(L, v);
+      lua_setfield(L, -2, name.c_str());
+    }
+    lua_setfield(L, -2, family.c_str());  // stack: range
+  }
+}
+
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                               const uncertainty_source& band, const std::string& workload,
                               const figures_callback* callback) {
@@ -1173,6 +1185,10 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);
     lua_setfield(L, r, "trained_gpus");
+  }  // stack: fn r
+  if (!band.trained_range.empty()) {  // r.trained_range: { family = { input = the largest trained on } }
+    trained_range_push(L, band.trained_range);
+    lua_setfield(L, r, "trained_range");
   }  // stack: fn r
   // r.<name>: a closure over a slot emptied when the call ends, normally or not
   const figures_callback** slot = nullptr;

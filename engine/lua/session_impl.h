@@ -328,6 +328,9 @@ int l_predict(lua_State* L);
 // trained_gpus(name, vendor) -> { family = { GPU view or name, … } }: the engine half of ns.trained_gpus
 // (session_predict.cpp). [-2, +1, e]
 int l_trained_gpus(lua_State* L);
+// Pushes { family = { input = value } } (uncertainty_source::trained_range): a forecast's r.trained_range, a serve
+// phase's trained_range.
+void trained_range_push(lua_State* L, const std::map<std::string, std::map<std::string, double>>& range);
 
 // Reads the table at `res` that a figures rule returned ({ fields = { { key, value, column, cell, top }, … }, lines,
 // warnings }: scripts/neusight/figures.lua compute's shape); `what` names the rule in errors. [-0, +0, -]

@@ -319,7 +319,8 @@ int l_predict(lua_State* L) {
     // the training-range and out-of-distribution warnings a forecast priced by this predictor directly carries
     // (neusight.uncertainty warnings: the band's rules, without a band), for these kernels' families: a Lua predictor
     // wrapping it keeps them.
-    // The rule reads the GPU and which families have time (and which the roofline priced), not how much: asked once
+    // The rule reads the GPU and which families have time (and which the roofline priced, and their longest range
+    // input: neusight.uncertainty range_warning), not how much: asked once
     // per Lua predictor call and such set (predict_band_warnings), however often the predictor calls ns.predict.
     if (const uncertainty_source src = pred.uncertainty(gpu.vendor); !src.table.empty() || !src.trained_gpus.empty()) {
       graph one;
@@ -331,7 +332,8 @@ int l_predict(lua_State* L) {
       std::string key = name + "|" + src.table.string() + "|" + gpu_spec_key(gpu);
       for (const auto& f : families)
         if (f.seconds > 0)
-          key += "|" + f.family + (f.family != "other" && !pred.models_family(gpu.vendor, f.family) ? "*" : "");
+          key += "|" + f.family + (f.family != "other" && !pred.models_family(gpu.vendor, f.family) ? "*" : "") +
+                 (f.range_most > 0 ? ":" + std::to_string(f.range_most) : "");  // the range warning reads it too
       auto it = p.predict_band_warnings.find(key);
       if (it == p.predict_band_warnings.end())
         it = p.predict_band_warnings

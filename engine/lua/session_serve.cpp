@@ -98,6 +98,10 @@ int l_serve_phase(lua_State* L) {
     // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once
     figure_inputs fam;
     family_inputs_add(fam, fc.seconds_by_family(gpu), *c->pred, gpu.vendor);
+    // not the grid's longest.<family>.<input> (a power of two past the longest request): serve says the range of its
+    // requests (scripts/neusight/serve.lua, against the phase's trained_range below)
+    fam.erase(std::remove_if(fam.begin(), fam.end(), [](const auto& kv) { return kv.first.rfind("longest.", 0) == 0; }),
+              fam.end());
     // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
     // for the phases a report shows)
     figures band;
@@ -133,6 +137,10 @@ int l_serve_phase(lua_State* L) {
     for (size_t i = 0; i < band.warnings.size(); ++i)
       lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
     lua_setfield(L, -2, "band_warnings");
+    // the range of its input each family's weights were trained on (the manifests' [training.range], of the weights
+    // this phase was priced with): what serve.lua says its requests beyond (neusight.uncertainty range_warning)
+    trained_range_push(L, c->pred->uncertainty(gpu.vendor).trained_range);
+    lua_setfield(L, -2, "trained_range");
     // the workload's facts, from its report fields (scripts/neusight/report.lua workload of workload.lua's build)
     run_state_push(L, done.state, "fields");  // stack: result fields (a table: report_fields_keep)
     const table_reader fields(L, -1, "scripts/neusight/report.lua workload result");

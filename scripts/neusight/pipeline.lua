@@ -125,7 +125,8 @@ function M.finish(run)
   if fp8 or fused or not run.lean then
     -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning); a fused kernel priced
     -- above its members summed: priced as them (neusight.fusion cap); the time of kernels of variants their family's
-    -- weights never saw (neusight.uncertainty untrained_inputs: the band's figures say it). From the kernels and their
+    -- weights never saw (neusight.uncertainty untrained_inputs: the band's figures say it, beside the kernels beyond
+    -- their family's training range: range_warning). From the kernels and their
     -- latencies before they are summed (run.forecast() in two halves)
     run.predict()
     if fused then fusion_cap(run) end
@@ -133,13 +134,6 @@ function M.finish(run)
     if fp8 then fp8_warning = fp8_slower(run, kernels, seconds) end
     if not run.lean then
       untrained = require("neusight.uncertainty").untrained_inputs(kernels, seconds)
-      -- fused attention beyond the contexts its MLPs were trained on (neusight.attention_range); not of a lean run
-      -- (serve says it of its requests, not of its grid's forecasts)
-      local range = require "neusight.attention_range"
-      if type(run.predictor) == "function" and range.applies(run.predictor(), run.gpu.vendor) then
-        local w = range.warning(range.of_kernels(kernels))
-        if w then warn(w) end
-      end
     end
     totals, predictor_warnings = run.aggregate()
   else

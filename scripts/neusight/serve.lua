@@ -73,6 +73,7 @@ local function infeasible(msg, ...) require("neusight").infeasible("serve: " .. 
 local is_count = require("neusight.topology").is_count
 local W = require "neusight.workload"
 local Fg = require "neusight.figures"
+local U = require "neusight.uncertainty"
 local rotary_positions_warning = require("neusight.models.check").rotary_positions_warning
 local kv_cache_tokens = require("neusight.nodes").kv_cache_tokens
 local rank_share = require("neusight.report").rank_share
@@ -225,6 +226,7 @@ local function forecaster(o, phase)
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_spread = p.band_spread,
           band_warnings = p.band_warnings, out_of_distribution = p.out_of_distribution, band_widened = p.band_widened,
           band_borrowed_from = p.band_borrowed_from, band_fallback_share = p.band_fallback_share,
+          trained_range = p.trained_range,
           band_done = with_band, attention_ms = attn, head_ms = head,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           max_positions = p.max_positions, model_warnings = p.model_warnings, layout_warnings = p.layout_warnings,
@@ -489,10 +491,12 @@ local function common_report(o, first, count)
   warnings[#warnings + 1] = position_warning
   -- the longest prompt's prefill attention (whole or chunk by chunk, its last keys are the prompt's) and the longest
   -- request's last decode step (input + output - 1 cached tokens) beyond what the attention MLPs were trained on
-  -- (neusight.attention_range): of the requests, not of the grid's forecasts (a power of two past the longest)
-  local range = require "neusight.attention_range"
-  local attention_warning = range.applies(o.predictor, first.gpu.vendor)
-    and range.warning(o.input.hi, w.output > 1 and w.input + w.output - 1 or nil) or nil
+  -- (neusight.uncertainty range_warning, against the manifests of the weights the phases were priced with: their
+  -- trained_range, the --weights DIR's): of the requests, not of the grid's forecasts (a power of two past the longest; the
+  -- engine leaves their longest.* out of the phases' band)
+  local attention_warning = U.range_warning(first.trained_range,
+    { attention_prefill = { keys = o.input.hi },
+      attention_decode = { cached_tokens = w.output > 1 and w.input + w.output - 1 or nil } })
   warnings[#warnings + 1] = attention_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
   -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's
@@ -603,7 +607,7 @@ function M.calibration_stale_warning(report) return STALE_WARNING[report] end
 function M.position_warning(report) return POSITION_WARNING[report] end
 
 --- The warning of a report of M.run whose requests' attention goes beyond the contexts the attention MLPs were trained
---- on (neusight.attention_range; among its warnings too), for neusight.sweep, which says it once.
+--- on (neusight.uncertainty range_warning; among its warnings too), for neusight.sweep, which says it once.
 function M.attention_warning(report) return ATTENTION_WARNING[report] end
 
 -- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the

@@ -523,13 +523,78 @@ end
 -- over a prompt, queries = keys (its rows have step 0: engine/ingest/dataset.cpp aiconfigurator_attention_load). Full
 -- attention (BERT / ViT encoders), cross-attention (queries != keys: a T5 decoder over its encoder), a prefill that
 -- continues a cache (queries < keys) and the backward kernels (scripts/tiling/attention.lua prices them "for want of
--- measurements") are priced as if they were that kernel. In the order the warning lists them.
+-- measurements") are priced as if they were that kernel. All are attention_prefill's (M.untrained_family: a variant
+-- of another family would need its own warning's words, which name what that family saw). In the order the warning
+-- lists them.
+M.untrained_family = "attention_prefill"
 M.untrained_variants = {
-  { key = "full", family = "attention_prefill", what = "full (non-causal) self-attention" },
-  { key = "cross", family = "attention_prefill", what = "cross-attention (queries != keys)" },
-  { key = "cached", family = "attention_prefill", what = "causal attention continuing a cache (queries < keys)" },
-  { key = "backward", family = "attention_prefill", what = "attention backward" },
+  { key = "full", what = "full (non-causal) self-attention" },
+  { key = "cross", what = "cross-attention (queries != keys)" },
+  { key = "cached", what = "causal attention continuing a cache (queries < keys)" },
+  { key = "backward", what = "attention backward" },
 }
+
+-- Kernels beyond the range of the input their family's weights were trained on: the largest value among the rows
+-- `neusight train` trained on, which it records in the manifest ([training.range], weights/<vendor>/<family>/
+-- model.toml: engine/core/tile_model.h family_range_input), handed over as r.trained_range (ns.trained_range: the
+-- --weights DIR's when given), against the largest among the forecast's kernels of the family (r.longest, the
+-- engine's family inputs longest.<family>.<input>) or a serve's requests (neusight.serve). Beyond it the MLP
+-- extrapolates its utilisation: a 131072-token prefill (a 128k-context model's whole prompt) was 8x the longest
+-- measured one and nothing said so (audit25). The roofline floor still holds the kernel; its time beyond is not
+-- measured. What each input is called in the warning, in its order; a family not listed is named by its input.
+M.range_words = {
+  { family = "attention_prefill", input = "keys", what = "a prefill attention over %s tokens", of = "prompts" },
+  { family = "attention_decode", input = "cached_tokens", what = "a decode attention over %s cached tokens",
+    of = "caches" },
+}
+
+local function whole(x) return fmt("%.15g", x) end
+
+--- The warning of inputs beyond the range their family's weights were trained on, and its JSON text
+--- ("attention_prefill keys 32768 > 16384, …"), or nil. `trained`: { family = { input = the largest trained on } }
+--- (r.trained_range, ns.trained_range; nil: none); `longest`: { family = { input = the largest of the forecast } }
+--- (r.longest; nil: none). A family without a range in `trained` (no weights for the vendor, another predictor,
+--- weights from before the key) says nothing.
+---@param trained table?
+---@param longest table?
+---@return string?, string?
+function M.range_warning(trained, longest)
+  if type(trained) ~= "table" or type(longest) ~= "table" then return nil end
+  local parts, json, attention = {}, {}, false
+  local function check(family, input, w)
+    local most, v = (trained[family] or {})[input], (longest[family] or {})[input]
+    if type(most) ~= "number" or type(v) ~= "number" or not (v > most) then return end
+    if w then
+      attention = true
+      parts[#parts + 1] = fmt("%s (%s was trained on %s of up to %s)", fmt(w.what, whole(v)), family, w.of, whole(most))
+    else
+      parts[#parts + 1] = fmt("%s kernels of %s %s (their weights were trained on up to %s)", family, input, whole(v),
+        whole(most))
+    end
+    json[#json + 1] = fmt("%s %s %s > %s", family, input, whole(v), whole(most))
+  end
+  local named = {}
+  for _, w in ipairs(M.range_words) do
+    named[w.family] = true
+    check(w.family, w.input, w)
+  end
+  local others = {}
+  for family in pairs(longest) do
+    if not named[family] and type(family) == "string" then others[#others + 1] = family end
+  end
+  sort(others)
+  for _, family in ipairs(others) do
+    local inputs = {}
+    for input in pairs(type(longest[family]) == "table" and longest[family] or {}) do inputs[#inputs + 1] = input end
+    sort(inputs)
+    for _, input in ipairs(inputs) do check(family, input, nil) end
+  end
+  if #parts == 0 then return nil end
+  return fmt("%s: beyond the %s the neusight predictor's %s trained on, so their utilisation is extrapolated and "
+    .. "these kernels' times are indicative only (held to their roofline floor, not measured)",
+    table.concat(parts, " and "), attention and #json == #parts and "contexts" or "range",
+    attention and #json == #parts and "attention MLPs were" or "weights were"), table.concat(json, ", ")
+end
 
 --- The untrained variant of a kernel (M.untrained_variants' key), or nil for one its family's weights were trained on.
 --- `k`: a kernel as run.kernels() gives it (kind, op, m = query length, k = key length).
@@ -572,11 +637,16 @@ end
 -- (`priced`: the MLP priced them; the roofline fallback was trained on nothing, its own note says so): nil when none;
 -- else { s, n, share (of `total`), text ("attention backward 21 %, …"), forward (seconds of forward variants) }.
 local function untrained_of(r, priced, total)
+  if not priced[M.untrained_family] then return nil end
   local s_of, n_of = r.untrained_s or {}, r.untrained_n or {}
   local s, n, fwd, what = 0, 0, 0, {}
   for _, v in ipairs(M.untrained_variants) do
     local vs = s_of[v.key]
-    if priced[v.family] and type(vs) == "number" and vs > 0 then
+    -- a NaN was dropped silently (NaN > 0 is false) and an infinity made the share infinite: refused, named
+    if type(vs) == "number" and (vs ~= vs or vs == math.huge or vs == -math.huge) then
+      error(fmt("untrained_s.%s must be a finite number of seconds (got %s)", v.key, tostring(vs)), 0)
+    end
+    if type(vs) == "number" and vs > 0 then
       s, n = s + vs, n + (n_of[v.key] or 0)
       if v.key ~= "backward" then fwd = fwd + vs end
       what[#what + 1] = fmt("%s %.1f %%", v.what, 100 * vs / total)
@@ -749,19 +819,25 @@ function M.parts(r)
   for _, part in ipairs(out.parts) do priced[part.name] = true end
   local u = untrained_of(r, priced, out.total)
   out.untrained = u
+  -- kernels beyond the range of the input their family's weights were trained on (M.range_warning)
+  local beyond, beyond_for = M.range_warning(r.trained_range, r.longest)
+  if beyond then
+    out.warnings[#out.warnings + 1] = beyond
+    out.range_beyond_for = beyond_for
+  end
   -- said always in JSON (M.figures: untrained_share, untrained_kernels, untrained_for); warned of when a forward
   -- variant is present (the model itself is outside the data: BERT, T5) or the backward's share reaches
   -- M.untrained_min: every training run has backward attention, and at a few per cent of the time (Llama-3-8B at 2048
   -- tokens: 2.4 %) even a 50 % error in it moves the forecast less than the band's own width
   if u and (u.forward > 0 or u.share >= M.untrained_min) then
     out.warnings[#out.warnings + 1] = fmt("%s kernel launch%s (%.1f %% of the kernel time: %s) %s of %s the "
-      .. "attention_prefill predictor was not trained on (it saw causal self-attention forward only, queries = keys: "
+      .. M.untrained_family .. " predictor was not trained on (it saw causal self-attention forward only, queries = keys: "
       .. "AIConfigurator's context attention): priced and banded as that kernel, with no measurement of their own, so "
       .. "their error may exceed the band", fmt("%.0f", u.n), u.n == 1 and "" or "es", 100 * u.share, u.text,
       u.n == 1 and "is" or "are", u.n == 1 and "a variant" or "variants")
     u.warned = true
   end
-  out.out_of_distribution = #order > 0 or (u ~= nil and u.warned == true)
+  out.out_of_distribution = #order > 0 or (u ~= nil and u.warned == true) or beyond ~= nil
   return out
 end
 
@@ -974,6 +1050,7 @@ function M.band(r)
     unmeasured = p.unmeasured,
     out_of_distribution = p.out_of_distribution,
     untrained = p.untrained,
+    range_beyond_for = p.range_beyond_for,
     widened = widened,
     borrowed_from = p.borrowed_from,
     warnings = p.warnings,
@@ -1071,6 +1148,9 @@ function M.figures(r)
     fields[#fields + 1] = { key = "untrained_share", value = b.untrained.share }
     fields[#fields + 1] = { key = "untrained_kernels", value = b.untrained.n }
     fields[#fields + 1] = { key = "untrained_for", value = b.untrained.text }
+  end
+  if b and b.range_beyond_for then  -- only then: a forecast within its families' training ranges keeps its JSON
+    fields[#fields + 1] = { key = "beyond_training_range", value = b.range_beyond_for }
   end
   if b and b.borrowed_from then  -- only then: a band of the GPU's own vendor keeps its JSON
     fields[#fields + 1] = { key = "band_borrowed_from", value = b.borrowed_from }

@@ -1,14 +1,17 @@
 // tests/cli/test_serving_cli.cpp — serving phases end to end: `predict --mode prefill / decode` for Llama-3-8B on an H100
 // (the README's two commands), kv_cache_gb, decode time against C, B and the weights' read, errors, tensor parallelism.
 #include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "cli_json.h"
 #include "test_util.h"
 
+namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ns_test::run_cli;
 
@@ -246,7 +249,8 @@ bool warns_of_attention_range(const json& j, const std::string& what) {
 // A prefill or decode attention longer than any the attention MLPs learnt (AIConfigurator: prompts of up to 16384
 // tokens, caches of up to 131072) was priced without a word, on a training GPU without any warning at all (audit25:
 // Llama-3.1-8B, a 131072-token prefill on a B200, 8x the longest measured). Said from the first token beyond the
-// data's longest row (scripts/neusight/attention_range.lua), by predict and serve; not by the roofline predictor.
+// data's longest row (the manifests' [training.range]: scripts/neusight/uncertainty.lua range_warning), by predict
+// and serve; not by the roofline predictor.
 TEST_CASE("serving: attention beyond the attention MLPs' training contexts is said", "[cli][serving]") {
   const auto dir = ns_test::shared_data("aiconfigurator/b200_sxm");
   if (!dir) return;
@@ -272,4 +276,79 @@ TEST_CASE("serving: attention beyond the attention MLPs' training contexts is sa
   CHECK(warns_of_attention_range(s, "a prefill attention over " + past + " tokens"));
   CHECK_FALSE(warns_of_attention_range(
       ns_test::run_json("serve --model llama32_1b --gpu b200 --batch 1 --output-len 2 --input-len " + at), "attention"));
+}
+
+// The ranges said are the manifests' ([training.range], written by `neusight train` from the rows it trained on), of
+// the weights the forecast used: a --weights DIR whose attention_prefill manifest records prompts of up to 4096 keys
+// warns of a 4097-token prefill (a constant 16384 said nothing); the shipped weights' does not. A copy of the shipped
+// weights with that one line changed: the weights themselves are the same bytes. (serve has no --weights: its phases'
+// range is the shipped manifests', checked by the test above.)
+TEST_CASE("serving: the attention range said is the --weights manifests'", "[cli][serving]") {
+  ns_test::temp_dir t;
+  const fs::path root = t.path / "weights";
+  fs::copy(ns_test::source_dir / "weights", root, fs::copy_options::recursive);
+  const fs::path manifest = root / "nvidia" / "attention_prefill" / "model.toml";
+  std::string text = ns_test::slurp(manifest);
+  const auto range = text.find("[training.range]");
+  REQUIRE(range != std::string::npos);
+  const auto keys = text.find("keys = 16384.0", range);
+  REQUIRE(keys != std::string::npos);
+  text.replace(keys, 14, "keys = 4096.0");
+  t.write("weights/nvidia/attention_prefill/model.toml", text);
+  const std::string weights = " --weights '" + root.string() + "'";
+  const std::string model = "--model llama32_1b --gpu b200 --dtype bf16 --batch 1 ";
+  const std::string said = "a prefill attention over 4097 tokens (attention_prefill was trained on prompts of up to 4096)";
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode prefill --seq 4096" + weights), "prefill attention"));
+  CHECK(warns_of_attention_range(predict(model + "--mode prefill --seq 4097" + weights), said));
+  CHECK_FALSE(warns_of_attention_range(predict(model + "--mode prefill --seq 4097"), "prefill attention"));
+}
+
+// A manifest's [training.range] is refused where it names another input than the family's, or a value that is no
+// positive number: never read as "no range" (which says nothing).
+TEST_CASE("serving: a misspelt or bad training.range is refused with its place", "[cli][serving]") {
+  for (const auto& [line, why] : std::vector<std::pair<std::string, std::string>>{
+           {"key = 4096.0", "training.range.key is not an input the attention_prefill family records (it records 'keys')"},
+           {"keys = -1.0", "training.range.keys must be a positive number"}}) {
+    ns_test::temp_dir t;
+    const fs::path root = t.path / "weights";
+    fs::copy(ns_test::source_dir / "weights", root, fs::copy_options::recursive);
+    std::string text = ns_test::slurp(root / "nvidia" / "attention_prefill" / "model.toml");
+    text.replace(text.find("keys = 16384.0"), 14, line);
+    t.write("weights/nvidia/attention_prefill/model.toml", text);
+    const auto r = run_cli("predict --model llama32_1b --gpu b200 --dtype bf16 --batch 1 --mode prefill --seq 128 "
+                           "--weights '" + root.string() + "'");
+    CHECK(r.code != 0);
+    CHECK(r.err.find("attention_prefill/model.toml:") != std::string::npos);
+    CHECK(r.err.find(why) != std::string::npos);
+  }
+}
+
+// The shipped manifests' ranges are what `neusight train --dry-run` computes from their own training data (the
+// manifest's training.data and excluded_gpus: the same rows and code path as training), value for value.
+TEST_CASE("serving: the shipped attention manifests' training.range is their data's", "[cli][serving][shared]") {
+  if (!ns_test::shared_data("aiconfigurator/b200_sxm")) return;
+  for (const char* fam : {"attention_prefill", "attention_decode"}) {
+    const fs::path manifest = ns_test::source_dir / "weights" / "nvidia" / fam / "model.toml";
+    const toml::table m = toml::parse(ns_test::slurp(manifest));
+    const toml::table* shipped = m["training"]["range"].as_table();
+    REQUIRE(shipped != nullptr);
+    std::string cmd = std::string("train --dry-run --family ") + fam + " --out /nonexistent --data";
+    for (const auto& d : *m["training"]["data"].as_array()) cmd += " '" + d.value_or(std::string()) + "'";
+    for (const auto& g : *m["training"]["excluded_gpus"].as_array()) cmd += " --exclude-gpu '" + g.value_or(std::string()) + "'";
+    const auto r = run_cli(cmd);
+    INFO(cmd << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    // the printed [training.range] on (the lines before it are the summary and min_seconds), as TOML: the same
+    // inputs and values, however either is indented
+    const auto at = r.out.find("[training.range]");
+    REQUIRE(at != std::string::npos);
+    const toml::table printed = toml::parse(r.out.substr(at));
+    const toml::table* range = printed["training"]["range"].as_table();
+    REQUIRE(range != nullptr);
+    CHECK(range->size() == shipped->size());
+    for (const auto& [key, v] : *shipped) {
+      INFO(fam << " training.range." << key.str());
+      CHECK((*range)[key.str()].value<double>() == v.value<double>());
+    }
+  }
 }

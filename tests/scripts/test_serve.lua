@@ -521,26 +521,36 @@ function M.test_request_beyond_cache_is_the_settings_error()
   eq(r.max_concurrency, 1, "500 001 tokens fit once")
 end
 
--- A request whose attention goes beyond the contexts the attention MLPs were trained on (neusight.attention_range:
--- prompts of 16384 tokens, caches of 131072) is said of the longest prompt and the longest request's last decode step,
--- on an NVIDIA GPU under the neusight predictor only (audit25: a 120000-token prompt on an L40S said nothing).
+-- A request whose attention goes beyond the contexts the attention MLPs were trained on (the weights' manifests'
+-- [training.range], the phases' trained_range: prompts of 16384 tokens, caches of 131072) is said of the longest
+-- prompt and the longest request's last decode step, against the range of the weights the phases were priced with
+-- (audit25: a 120000-token prompt on an L40S said nothing).
 function M.test_attention_beyond_training_contexts_is_said()
+  -- the phases' trained_range: the manifests' [training.range] of the weights the engine priced them with
   local function nvidia(f)
     local p = phase(f)
     p.gpu.vendor = "nvidia"
+    p.trained_range = { attention_prefill = { keys = 16384 }, attention_decode = { cached_tokens = 131072 } }
     return p
   end
   local function said(r) return warning_with(r, "attention MLPs were trained on") end
   local r = S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, nvidia)
-  eq(said(r), "a prefill attention over 16385 tokens (attention_prefill was trained on prompts of up to 16384: "
-    .. "AIConfigurator's context_attention): beyond the contexts the neusight predictor's attention MLPs were trained on, "
+  eq(said(r), "a prefill attention over 16385 tokens (attention_prefill was trained on prompts of up to 16384): "
+    .. "beyond the contexts the neusight predictor's attention MLPs were trained on, "
     .. "so their utilisation is extrapolated and these kernels' times are indicative only (held to their roofline floor, "
     .. "not measured)", "the prompt")
   eq(S.attention_warning(r), said(r), "kept for the sweep")
   eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2 }, nvidia)), nil, "at 16384")
-  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16384, output_len = 2, predictor = "roofline" },
-    nvidia)), nil, "the roofline predictor")
-  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, phase)), nil, "no vendor")
+  local function shorter(f)  -- weights whose manifest records a shorter prompt (a --weights DIR)
+    local p = nvidia(f)
+    p.trained_range.attention_prefill.keys = 8192
+    return p
+  end
+  local its = "a prefill attention over 8193 tokens (attention_prefill was trained on prompts of up to 8192)"
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 8193, output_len = 2 }, shorter)):sub(1, #its), its,
+    "its range")
+  -- no range: weights without one, or a predictor without weights (the roofline's phases carry none)
+  eq(said(S.run({ model = "m", gpu = "g", batch = 1, input_len = 16385, output_len = 2 }, phase)), nil, "no range")
 end
 
 -- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated

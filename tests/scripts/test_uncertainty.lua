@@ -240,4 +240,43 @@ function T.test_engine_training_range_refuses_an_infinite_peak()
   assert(pcall(U.band, r), "a finite peak: a band")
 end
 
+-- An untrained_s.<variant> figure input that is not finite was dropped silently (NaN: NaN > 0 is false) or made the
+-- untrained share infinite (+inf): refused, naming the field (a band reads ns.families: the engine runs it).
+function T.test_engine_untrained_seconds_not_finite_are_refused_by_name()
+  for _, bad in ipairs({ 0 / 0, math.huge }) do
+    local _, r = band_of({ attention_prefill = 1 }, nil, { attention_prefill = EXACT })
+    r.untrained_s, r.untrained_n = { full = bad }, { full = 1 }
+    local ok, err = pcall(U.band, r)
+    assert(not ok and tostring(err):find("untrained_s.full must be a finite number", 1, true),
+      tostring(bad) .. ": " .. tostring(err))
+  end
+end
+
+-- The kernels beyond the range their family's weights were trained on are said by the band, against the manifests'
+-- range handed over (r.trained_range: a --weights DIR's own), not a constant: at 8192 trained keys a 16384-key prefill
+-- is beyond, at the shipped 16384 it is not; a family without a recorded range says nothing (a band reads ns.families:
+-- the engine runs it).
+function T.test_engine_range_beyond_the_weights_trained_range_is_said_from_the_manifests()
+  local function said(trained, longest)
+    local _, r = band_of({ attention_prefill = 1, attention_decode = 1 }, nil,
+      { attention_prefill = EXACT, attention_decode = EXACT })
+    r.trained_range, r.longest = trained, longest
+    local b = U.band(r)
+    for _, w in ipairs(b.warnings) do
+      if w:find("beyond the contexts", 1, true) then return w, b end
+    end
+    return nil, b
+  end
+  local longest = { attention_prefill = { keys = 16384 }, attention_decode = { cached_tokens = 4096 } }
+  assert(said({ attention_prefill = { keys = 16384 }, attention_decode = { cached_tokens = 131072 } }, longest) == nil,
+    "within the shipped ranges")
+  local w, b = said({ attention_prefill = { keys = 8192 }, attention_decode = { cached_tokens = 131072 } }, longest)
+  assert(w == "a prefill attention over 16384 tokens (attention_prefill was trained on prompts of up to 8192): beyond "
+    .. "the contexts the neusight predictor's attention MLPs were trained on, so their utilisation is extrapolated and "
+    .. "these kernels' times are indicative only (held to their roofline floor, not measured)", tostring(w))
+  assert(b.range_beyond_for == "attention_prefill keys 16384 > 8192" and b.out_of_distribution == true,
+    tostring(b.range_beyond_for))
+  assert(said({ attention_decode = { cached_tokens = 131072 } }, longest) == nil, "no range recorded: nothing said")
+end
+
 return T
