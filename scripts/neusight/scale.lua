@@ -327,7 +327,6 @@ M.envelope_fields = { "num_sm", "boost_clock_mhz", "max_threads_per_sm", "max_bl
 ---@return string the rule
 function M.envelope(k, from, to)
   local lo, hi = 1, 1
-  local mlo, mhi = 1, 1
   local named = k.peak and k.peak ~= ""
   local function given(v) return type(v) == "number" and v > 0 end
   local function gpu_name(g) return tostring(g.source or g.name or (g == from and "the origin" or "the destination")) end
@@ -345,12 +344,13 @@ function M.envelope(k, from, to)
       .. "cannot leave it out (that would narrow the bound without a word); give it in the GPU file"):format(gpu_name(lacks),
       what, gpu_name(has), tostring(has[what])), 0)
   end
-  for _, f in ipairs(M.envelope_fields) do
-    if f ~= "mem_bw_gbps" and f ~= "l2_mb" then take(from[f], to[f], f) end
+  for _, f in ipairs(M.envelope_fields) do take(from[f], to[f], f) end
+  for _, f in ipairs({ "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm", "max_regs_per_sm",
+                        "max_smem_per_sm_kb" }) do
+    if type(from[f]) == "number" and type(to[f]) == "number" and (from.num_sm or 0) > 0 and (to.num_sm or 0) > 0 then
+      take(from[f] * from.num_sm, to[f] * to.num_sm)
+    end
   end
-  local clo, chi = lo, hi
-  for _, f in ipairs(M.memory_fields) do lo, hi = 1, 1; take(from[f], to[f], f); mlo, mhi = math.min(mlo, lo), math.max(mhi, hi) end
-  lo, hi = clo, chi
   local peaks = named and { k.peak } or M.peak_fields
   for _, p in ipairs(peaks) do
     take(from[p], to[p], p)
@@ -358,7 +358,6 @@ function M.envelope(k, from, to)
       take(from[p] / from.num_sm, to[p] / to.num_sm)
     end
   end
-  lo, hi = lo * mlo, hi * mhi
   local raw = k.to_s / k.from_s
   local ratio = math.min(math.max(raw, lo), hi)
   if ratio == raw then return k.to_s, "predictor" end
