@@ -359,6 +359,7 @@ function M.envelope(k, from, to)
     end
   end
   local raw = k.to_s / k.from_s
+  if hi == 1 and lo < 1 then lo = 0 elseif lo == 1 and hi > 1 then hi = math.huge end
   local ratio = math.min(math.max(raw, lo), hi)
   if ratio == raw then return k.to_s, "predictor" end
   return k.from_s * ratio, "predictor, bounded by the resource ratios"
