@@ -345,12 +345,6 @@ function M.envelope(k, from, to)
       what, gpu_name(has), tostring(has[what])), 0)
   end
   for _, f in ipairs(M.envelope_fields) do take(from[f], to[f], f) end
-  for _, f in ipairs({ "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm", "max_regs_per_sm",
-                        "max_smem_per_sm_kb" }) do
-    if type(from[f]) == "number" and type(to[f]) == "number" and (from.num_sm or 0) > 0 and (to.num_sm or 0) > 0 then
-      take(from[f] * from.num_sm, to[f] * to.num_sm)
-    end
-  end
   local peaks = named and { k.peak } or M.peak_fields
   for _, p in ipairs(peaks) do
     take(from[p], to[p], p)
@@ -359,7 +353,6 @@ function M.envelope(k, from, to)
     end
   end
   local raw = k.to_s / k.from_s
-  if hi == 1 and lo < 1 then lo = 0 elseif lo == 1 and hi > 1 then hi = math.huge end
   local ratio = math.min(math.max(raw, lo), hi)
   if ratio == raw then return k.to_s, "predictor" end
   return k.from_s * ratio, "predictor, bounded by the resource ratios"
