@@ -185,6 +185,27 @@ TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole
                     "expert-parallel ranks that hold its other parts)");
 }
 
+// attrs.model_flops_weight_copies divides the gradient accumulation alone: a router on the rank's n/tp tokens under
+// sequence parallelism runs its own tokens' forward and backward but accumulates the same weights' gradient on every
+// tp rank (scripts/neusight/parallel/shard.lua mark_replicated); a whole number.
+TEST_CASE("forecast model FLOPs divide the gradient accumulation alone by model_flops_weight_copies", "[forecast]") {
+  graph g;
+  g.nodes.resize(1);
+  g.nodes[0].name = "layers.block_sparse_moe.gate", g.nodes[0].count = 32;
+  std::vector<kernel_instance> ks = {{0, phase::forward, gemm(8, 8, 8)},
+                                     {0, phase::backward, gemm(8, 8, 8)},
+                                     {0, phase::accumulate, gemm(8, 8, 8)}};
+  forecast f = forecast_make(g, ks, {1.0, 2.0, 0.5});
+  f.g.nodes[0].attrs["model_flops_weight_copies"] = 8.0;
+  CHECK(f.phase_model_flops(phase::forward) == 32 * 1024.0);
+  CHECK(f.phase_model_flops(phase::backward) == 32 * 1024.0);
+  CHECK(f.phase_model_flops(phase::accumulate) == 32 * 1024.0 / 8);
+  f.g.nodes[0].attrs["model_flops_weight_copies"] = 1.5;
+  CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate),
+                    "node 'layers.block_sparse_moe.gate': attrs.model_flops_weight_copies must be a whole number >= 1 "
+                    "(the tensor-parallel ranks that hold its weights whole and accumulate their gradient alike)");
+}
+
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {
   CHECK(predictor_make("roofline")->name() == "roofline");
   CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: neusight, roofline, roofline-reference");
