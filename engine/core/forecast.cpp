@@ -45,7 +45,8 @@ double model_flops_share(const node& n, const std::string* who) {
   return *v;
 }
 
-// A node's attrs.<key> (forecast::phase_model_flops: model_flops_copies, model_flops_shards): 1 without it, an error
+// A node's attrs.<key> (forecast::phase_model_flops: model_flops_copies, model_flops_shards,
+// model_flops_weight_copies): 1 without it, an error
 // unless a number >= 1 (below 1e9), a whole one when `whole` (`what` says what it counts).
 double model_flops_ranks(const node& n, const char* key, bool whole, const char* what, const std::string* who) {
   const auto it = n.attrs.find(key);
@@ -63,6 +64,10 @@ double model_flops_ranks(const node& n, const char* key, bool whole, const char*
 constexpr const char* copies_what =
     "the tensor-parallel ranks that run the same node on the same data, on average over its work";
 constexpr const char* shards_what = "the expert-parallel ranks that hold its other parts";
+// A node whose rows the tensor-parallel ranks split (sequence parallelism) while each holds its weights whole (a router
+// under Megatron's token dispatcher): the ranks accumulate the same parameters' gradients alike.
+constexpr const char* weight_copies_what =
+    "the tensor-parallel ranks that hold its weights whole and accumulate their gradient alike";
 
 }  // namespace
 
@@ -70,6 +75,7 @@ void node_model_flops_check(const node& n, const std::string& who) {
   model_flops_share(n, &who);
   model_flops_ranks(n, "model_flops_copies", false, copies_what, &who);
   model_flops_ranks(n, "model_flops_shards", true, shards_what, &who);
+  model_flops_ranks(n, "model_flops_weight_copies", true, weight_copies_what, &who);
 }
 
 double forecast::phase_model_flops(phase p) const {
@@ -79,9 +85,11 @@ double forecast::phase_model_flops(phase p) const {
     if (ki.ph == p) {
       const node& n = g.nodes[ki.node];
       const double copies = model_flops_ranks(n, "model_flops_copies", false, copies_what, nullptr);
-      const double shards =
-          p != phase::accumulate ? 1.0 : model_flops_ranks(n, "model_flops_shards", true, shards_what, nullptr);
-      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n, nullptr) : 1.0) * shards / copies;
+      const bool acc = p == phase::accumulate;
+      const double shards = acc ? model_flops_ranks(n, "model_flops_shards", true, shards_what, nullptr) : 1.0;
+      const double weights =
+          acc ? model_flops_ranks(n, "model_flops_weight_copies", true, weight_copies_what, nullptr) : 1.0;
+      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n, nullptr) : 1.0) * shards / (copies * weights);
     }
   return f;
 }

@@ -43,7 +43,9 @@ struct forecast {
   // mean_rank_share: mean / busiest rows), each kernel divided by attrs.model_flops_copies (tp for a node every tensor-
   // parallel rank runs whole on the same data: scripts/neusight/parallel/shard.lua mark_replicated) and gradient
   // accumulation times attrs.model_flops_shards (ep for a local expert's weights: workload.lua; figures counts the
-  // accumulation once per model parameter). Both numbers >= 1, shards a whole one (copies may be fractional: a fused
+  // accumulation once per model parameter) and divided by attrs.model_flops_weight_copies (tp for a node whose rows
+  // sequence parallelism splits while every rank holds its weights whole: a router under Megatron's token dispatcher,
+  // mark_replicated). All numbers >= 1, shards and weight copies whole ones (copies may be fractional: a fused
   // node split in some parts and replicated in others, scripts/neusight/nodes.lua qkv); 1 without an attribute;
   // another value is an error naming the node. Equal to phase_flops where no node sets them.
   double phase_model_flops(phase p) const;
@@ -60,9 +62,10 @@ struct forecast {
   std::vector<family_time> seconds_by_family(const gpu_spec& gpu) const;
 };
 
-// Checks node n's model-FLOPs attributes (model_flops_share, model_flops_copies, model_flops_shards) by the rule
-// forecast::phase_model_flops reads them with, before anything is priced; the error starts with `who` (the workload's
-// words for the node: its script's line where the script writes it, engine/lua/session.cpp).
+// Checks node n's model-FLOPs attributes (model_flops_share, model_flops_copies, model_flops_shards,
+// model_flops_weight_copies) by the rule forecast::phase_model_flops reads them with, before anything is priced; the
+// error starts with `who` (the workload's words for the node: its script's line where the script writes it,
+// engine/lua/session.cpp).
 void node_model_flops_check(const node& n, const std::string& who);
 
 // The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:

@@ -135,7 +135,7 @@ local function fuse_group(group)
   -- the model FLOPs' attributes (engine/core/forecast.h phase_model_flops) where every member has the same: a group of
   -- nodes every tp rank runs whole stays one the model FLOPs count once. Members that differ (none today: an
   -- element-wise chain does not cross a split) leave the group's unset, counted as a split node's
-  for _, k in ipairs { "model_flops_copies", "model_flops_share", "model_flops_shards" } do
+  for _, k in ipairs { "model_flops_copies", "model_flops_share", "model_flops_shards", "model_flops_weight_copies" } do
     local v = first.attrs and first.attrs[k]
     for _, n in ipairs(group) do
       if not (n.attrs and n.attrs[k] == v) then v = nil end

@@ -38,6 +38,9 @@ M.node_attrs = {
     .. "its range: engine/core/forecast.cpp)",
   model_flops_shards = "number: ranks a local expert's weights are split over, a whole number >= 1 (model FLOPs "
     .. "of the gradients; its range: engine/core/forecast.cpp)",
+  model_flops_weight_copies = "number: tensor-parallel ranks that hold this node's weights whole while its rows are "
+    .. "split, a whole number >= 1 (its gradient accumulation counted once in the model FLOPs; its range: "
+    .. "engine/core/forecast.cpp)",
   weight_bytes = "number: bytes per weight under weight-only quantisation (set by the workload's weight_dtype; the "
     .. "model state, and the GEMMs of the linear rules)",
   grad_dtype = "string: the dtype of the node's parameter gradients, which its accumulate() kernels add (set by "

@@ -52,6 +52,22 @@ TEST_CASE("model FLOPs do not depend on tp pp dp microbatches or ep", "[cli][par
   }
 }
 
+// Qwen2-MoE under Megatron's token dispatcher with sequence parallelism: its router and shared_expert_gate run on the
+// rank's n/tp tokens with their weights whole on every rank, whose gradient accumulation counts once
+// (attrs.model_flops_weight_copies; before, tp times: +1.4e-6 of the model FLOPs at tp 8, HF's eager kernels).
+TEST_CASE("model FLOPs of Qwen2-MoE under sequence parallelism count its gates' gradient once",
+          "[cli][parallel][model_flops]") {
+  const std::string base = "predict --model qwen15_moe_a27b --gpu h100 --mode train --batch 8 --seq 128 --dtype bf16"
+                           " --predictor roofline --cluster dgx_h100";
+  const json one = run_json(base);
+  for (const std::string layout : {"--tp 4 --sequence-parallel", "--tp 8 --sequence-parallel"}) {
+    INFO(layout);
+    const json j = run_json(base + " " + layout + " --kernels eager");
+    CHECK_THAT(figure(j, "flops_per_token"), Catch::Matchers::WithinRel(figure(one, "flops_per_token"), 1e-9));
+    CHECK_THAT(figure(j, "model_flops"), Catch::Matchers::WithinRel(figure(one, "model_flops"), 1e-9));
+  }
+}
+
 // A forward pass too (inference, prefill): no gradient accumulation, the replicated nodes once over the tp ranks.
 TEST_CASE("model FLOPs of a forward pass do not depend on tp", "[cli][parallel][model_flops]") {
   for (const std::string model : {"deepseek_v2_lite", "qwen25_7b"})

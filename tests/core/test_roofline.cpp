@@ -159,7 +159,7 @@ TEST_CASE("forecast model FLOPs apply a node's model_flops_share to its forward 
 // attrs.model_flops_copies divides every phase's FLOPs of the node, and may be fractional: Megatron's linear_qkv when
 // tp is a multiple of num_key_value_heads is split in its query heads and replicated in its key/value head
 // (scripts/neusight/nodes.lua qkv: Llama-3-8B at tp 16 runs 2 + 2 heads per rank, 48 in the model: 16 · 4 / 48 = 4 / 3
-// copies); model_flops_shards (expert-parallel ranks) stays a whole number.
+// copies); model_flops_shards (expert-parallel ranks) and model_flops_weight_copies stay whole numbers.
 TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole model_flops_shards", "[forecast]") {
   graph g;
   g.nodes.resize(1);
@@ -183,6 +183,17 @@ TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole
   CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate),
                     "node 'layers.self_attn.qkv_proj': attrs.model_flops_shards must be a whole number >= 1 (the "
                     "expert-parallel ranks that hold its other parts)");
+  // model_flops_weight_copies (a router on the rank's n/tp tokens under sequence parallelism, its weights whole on
+  // every tp rank: scripts/neusight/parallel/shard.lua mark_replicated) divides the gradient accumulation alone
+  f.g.nodes[0].attrs.erase("model_flops_shards");
+  f.g.nodes[0].attrs["model_flops_weight_copies"] = 8.0;
+  CHECK(f.phase_model_flops(phase::forward) == 32 * 1024.0);
+  CHECK(f.phase_model_flops(phase::backward) == 32 * 1024.0);
+  CHECK(f.phase_model_flops(phase::accumulate) == 32 * 1024.0 / 8);
+  f.g.nodes[0].attrs["model_flops_weight_copies"] = 1.5;
+  CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate),
+                    "node 'layers.self_attn.qkv_proj': attrs.model_flops_weight_copies must be a whole number >= 1 "
+                    "(the tensor-parallel ranks that hold its weights whole and accumulate their gradient alike)");
 }
 
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {

@@ -198,6 +198,12 @@ end
 ---   the smallest that matches), but not as at tp = 1. Those graphs are built only when a node not run whole keeps
 ---   more than 1 / tp of every one of its tensors (output, inputs and parameters: a split node keeps 1 / tp of one
 ---   at least; a node that matches at tp = d keeps the parameters it has there, 1 / d or more of the whole's).
+--- - its rows split, its weights whole on every rank (a router or a gate on the rank's n/tp tokens under sequence
+---   parallelism: Megatron's token dispatcher, moe.lua and deepseek.lua): the same op, count and parameters as the
+---   whole graph's node on other shapes. Its forward and backward are the rank's own tokens' (× tp counts them once)
+---   but every rank accumulates the same weights' gradient: attrs.model_flops_weight_copies = tp (before, Mixtral-8x7B
+---   and DeepSeek-V2-Lite at tp 8 with sequence parallelism counted their routers' accumulation 8 times, ~1e-7 more
+---   model FLOPs than one GPU).
 --- Split nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
 --- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
 --- A node split in some parts and replicated in others matches no graph here: its builder sets the fractional copies
@@ -208,10 +214,11 @@ end
 ---@param build_at? fun(d: integer): table[]? the builder's graph at tp = d without sequence parallelism (nil: none)
 function M.mark_replicated(nodes, whole, tp, build_at)
   if tp <= 1 then return end
-  local function mark(n, copies)
-    local attrs = { model_flops_copies = copies }
-    for key, v in pairs(n.attrs or {}) do
-      if key ~= "model_flops_copies" then attrs[key] = v end
+  local function mark(n, copies, key)
+    key = key or "model_flops_copies"
+    local attrs = { [key] = copies }
+    for k, v in pairs(n.attrs or {}) do
+      if k ~= key then attrs[k] = v end
     end
     n.attrs = attrs
   end
@@ -220,6 +227,8 @@ function M.mark_replicated(nodes, whole, tp, build_at)
     local n = nodes[i]
     if w and same_node(w, n) then
       mark(n, tp)
+    elseif w and w.op == n.op and (w.params or 0) > 0 and w.params == n.params and (w.count or 1) == (n.count or 1) then
+      mark(n, tp, "model_flops_weight_copies")
     elseif w and w.op == n.op then
       -- the smallest share it keeps of a tensor of the whole graph's node: 1 / tp or less where the node is split
       local share, tensors = math.huge, { { w.output, n.output } }
