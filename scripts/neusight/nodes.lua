@@ -52,8 +52,6 @@ function M.new(dtype, shard, sequence_parallel)
   -- overlapped with the dgrad GEMM: not priced). Returns the tensor the layer reads: `read` (the gathered activation's shape as
   -- the layer sees it; default `shape`), under sequence parallelism a copy of it that marks a linear / addmm taking
   -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
-  -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch without
-  -- sequence parallelism, every rank routing every token): no shard kept.
   -- `column`: the name of Megatron's column-parallel linear that reads the tensor (its node, added after this one; nil:
   -- none, as in a MoE layer without sequence parallelism, whose router reads the input whole). Under Megatron's kernels (the
   -- plan's kernels = "megatron") its backward launches this input-gradient all-reduce / reduce-scatter asynchronously
@@ -87,7 +85,6 @@ function M.new(dtype, shard, sequence_parallel)
   -- forward, its input gradient backward): fp32 (M.stream_dtype); a tp_out's `dtype` names its tensor's where it is
   -- not the graph's (a vocab-parallel embedding's fp32 rows, a MoE block's fp32 final_hidden_states).
   function g.tp_in(name, shape, note, read, column)
-    local whole = read == false
     read = read or shape
     if not shard or shard.tp == 1 then return read end
     local dtype = g.autocast and M.stream_dtype(g) or nil
@@ -100,7 +97,6 @@ function M.new(dtype, shard, sequence_parallel)
     -- (the backward all-gather of the kept shard for the weight gradient is not a node: Megatron issues it
     -- asynchronously and it runs under the dgrad GEMM, which needs no gathered input: README, parallel training)
     g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column, dtype)
-    if whole then return read end
     local copy = {}
     for i = 1, #read do copy[i] = read[i] end
     gathered[copy] = true

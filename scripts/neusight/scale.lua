@@ -210,10 +210,15 @@ M.sub_wave_stream_min_ms = 0.01
 --- ratio and keeps a sub-wave one): a collective runs at the interconnect's speed, an attention kernel of an op the
 --- ratio rule does not rebuild (flash-attn's own ops, a custom extension's; torch SDPA takes the ratio) mostly at the
 --- tensor cores'. `neusight scale` says how many wave-scaled ops launched each and their time, so that they are never
---- priced silently. Plain substrings of the lower-cased kernel name, first match wins; `what` names them in the warning.
+--- priced silently. Plain substrings of the lower-cased kernel name, first match wins; `what` names them in the warning;
+--- `unless`: substrings that keep a name out of the entry. FlashInfer's norm, sampling, activation and quantization
+--- kernels and its paged-KV append (vLLM's and SGLang's RMSNorm, top-k/top-p, SiLU-and-mul, KV writes) are memory-bound
+--- kernels the wave rule does price: not attention (review20: "flash" alone called them FlashAttention).
 M.wave_unpriced = {
   { substring = "nccl", what = "collective (NCCL) kernels, which run at the interconnect's speed" },
-  { substring = "flash", what = "attention kernels (FlashAttention), which run at the tensor cores' speed" },
+  { substring = "flash", what = "attention kernels (FlashAttention), which run at the tensor cores' speed",
+    unless = { "flashinfer::norm", "flashinfer::sampling", "flashinfer::activation", "flashinfer::quantization",
+               "appendpagedkvcache" } },
   { substring = "fmha", what = "attention kernels (FlashAttention), which run at the tensor cores' speed" },
 }
 
@@ -224,7 +229,9 @@ function M.wave_unpriced_of(names)
   for _, name in ipairs(names) do
     local n = name:lower()
     for _, w in ipairs(M.wave_unpriced) do
-      if n:find(w.substring, 1, true) then return w.what end
+      local kept = n:find(w.substring, 1, true) ~= nil
+      for _, u in ipairs(w.unless or {}) do kept = kept and not n:find(u, 1, true) end
+      if kept then return w.what end
     end
   end
   return nil

@@ -536,8 +536,9 @@ M.untrained_variants = {
 
 -- Kernels beyond the range of the input their family's weights were trained on: the largest value among the rows
 -- `neusight train` trained on, which it records in the manifest ([training.range], weights/<vendor>/<family>/
--- model.toml: engine/core/tile_model.h family_range_input), handed over as r.trained_range (ns.trained_range: the
--- --weights DIR's when given), against the largest among the forecast's kernels of the family (r.longest, the
+-- model.toml: engine/core/tile_model.h family_range_input), handed over as r.trained_range (the engine's, from the
+-- predictor's manifests: the --weights DIR's when given; a Lua predictor has none, so a band of its forecast says
+-- nothing, while the ns.predict calls inside it say it of their kernels), against the largest among the forecast's kernels of the family (r.longest, the
 -- engine's family inputs longest.<family>.<input>) or a serve's requests (neusight.serve). Beyond it the MLP
 -- extrapolates its utilisation: a 131072-token prefill (a 128k-context model's whole prompt) was 8x the longest
 -- measured one and nothing said so (audit25). The roofline floor still holds the kernel; its time beyond is not
@@ -552,7 +553,7 @@ local function whole(x) return fmt("%.15g", x) end
 
 --- The warning of inputs beyond the range their family's weights were trained on, and its JSON text
 --- ("attention_prefill keys 32768 > 16384, …"), or nil. `trained`: { family = { input = the largest trained on } }
---- (r.trained_range, ns.trained_range; nil: none); `longest`: { family = { input = the largest of the forecast } }
+--- (r.trained_range, a serve phase's trained_range; nil: none); `longest`: { family = { input = the largest of the forecast } }
 --- (r.longest; nil: none). A family without a range in `trained` (no weights for the vendor, another predictor,
 --- weights from before the key) says nothing.
 ---@param trained table?

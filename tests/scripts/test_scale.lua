@@ -331,4 +331,24 @@ function M.test_sub_wave_streams()
   eq(S.sub_wave_streams(k, h200, h100), false, "a 3 µs kernel: its launch, not its bytes: kept")
 end
 
+-- The kernels scale warns the wave rule does not price: collectives and attention libraries' (FlashAttention, FlashInfer's
+-- attention, cuDNN / xFormers fmha), in any case; FlashInfer's memory-bound norm, sampling, activation and KV-append
+-- kernels are wave-priced kernels, not attention (review20: the substring "flash" called them FlashAttention).
+function M.test_wave_unpriced_names_attention_and_collectives_only()
+  local attention = S.wave_unpriced[2].what
+  for _, k in ipairs { "flash_fwd_kernel", "void pytorch_flash::flash_bwd_dq_dk_dv_loop_kernel<Flash_bwd_kernel_traits>",
+      "cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90>>",
+      "void flashinfer::BatchPrefillWithPagedKVCacheKernel<...>", "fmha_cutlassF_bf16_aligned_64x64_rf_sm80" } do
+    eq(S.wave_unpriced_of({ "elementwise_kernel", k }), k:find("fmha") and S.wave_unpriced[3].what or attention, k)
+  end
+  eq(S.wave_unpriced_of({ "ncclDevKernel_AllReduce_Sum_bf16_RING_LL" }), S.wave_unpriced[1].what, "NCCL")
+  eq(S.wave_unpriced_of({ "NCCLKERNEL" }), S.wave_unpriced[1].what, "any case")
+  for _, k in ipairs { "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>",
+      "void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>", "void flashinfer::activation::act_and_mul_kernel<>",
+      "void flashinfer::quantization::PackBitsKernel<true>", "void flashinfer::AppendPagedKVCacheKernel<128u>",
+      "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>" } do
+    eq(S.wave_unpriced_of({ k }), nil, k)
+  end
+end
+
 return M

@@ -486,7 +486,7 @@ function M.graph(r, opts)
     end
 
     -- (without sequence parallelism: f on the whole expert path's input, the tokens whole on every rank)
-    if not sp then tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts", false) end
+    if not sp then tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts") end
     -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
     local gate = m .. ".gate"
     local probs = { n, E }

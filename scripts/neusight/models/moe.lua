@@ -553,7 +553,7 @@ local function block(ctx, p)
 
   -- (without sequence parallelism: f on the whole expert path's input; neusight.nodes tp_in)
   if not sp then
-    g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
+    g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)")
   end
   if opts.training and moe.jitter > 0 then add_as(stream, "mul", m .. ".jitter", { flat, flat }, flat) end
   N.autocast_cast(g, m .. ".gate.input_cast", flat)
