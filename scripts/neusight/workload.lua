@@ -1992,8 +1992,8 @@ function M.build(spec, gpu, origin)
         .. "sequence's tokens, its expert-parallel all-to-alls carry all n·k routed rows, an all-reduce after the "
         .. "block), which Megatron-Core refuses in training (MoE with tensor parallelism needs sequence "
         .. "parallelism); --sequence-parallel (parallel.sequence_parallel = true) forecasts its all-to-all token "
-        .. "dispatcher: each tp rank routes its own n/tp tokens, 1/tp of the all-to-all rows (Mixtral-8x7B, tp 8 x "
-        .. "dp 8 x ep 8, batch 8 x 4096 on H100s: 371.5 -> 193.6 ms per iteration)"):format(tostring(name)))
+        .. "dispatcher: each tp rank routes its own n/tp tokens and sends 1/tp of the all-to-all rows (the README's "
+        .. "parallel training section has a worked example)"):format(tostring(name)))
     end
   end
   if plan and plan.training and plan.recompute == "selective" then
