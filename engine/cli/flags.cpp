@@ -298,7 +298,7 @@ CLI::Validator existing_dir() {
         std::error_code ec;
         if (fs::is_directory(v, ec)) return {};
         path_missing_noted = true;
-        return (fs::exists(v, ec) ? "not a directory: " : "no such directory: ") + v;
+        return v + (fs::exists(v, ec) ? ": not a directory" : ": no such directory");  // text_no_such_file's form
       },
       "DIR");
 }
@@ -309,7 +309,7 @@ CLI::Validator existing_file() {
         std::error_code ec;
         if (fs::exists(v, ec) && !fs::is_directory(v, ec)) return {};
         path_missing_noted = true;
-        return fs::is_directory(v, ec) ? "a directory, not a file: " + v : text_no_such_file(v);
+        return fs::is_directory(v, ec) ? v + ": a directory, not a file" : text_no_such_file(v);
       },
       "FILE");
 }

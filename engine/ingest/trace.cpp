@@ -243,16 +243,25 @@ int64_t json_id(const json& v, const std::string& at, const char* key) {
 }
 
 // A cpu_op's "Input Dims" and "Input type" (Kineto with record_shapes). A non-tensor argument has dims [] and a
-// tensor list nested dims: both give an empty shape.
+// tensor list nested dims: both give an empty shape. Any other entry (a size that is a string, a fraction, null; an
+// entry that is no list) is an edited or broken trace, an error naming the event: read as a non-tensor argument it
+// left the op unpriced, wave-scaled under a warning that named no event.
 void chrome_inputs(const json* args, trace_op& op, const std::string& at, const std::string& event) {
   op.input_shapes.clear();
   op.input_types.clear();
   op.input_values.clear();
   if (!args) return;
-  if (args->contains("Input Dims") && (*args)["Input Dims"].is_array()) {
+  if (args->contains("Input Dims") && !(*args)["Input Dims"].is_array())
+    throw error(at + ": args.Input Dims of '" + event + "' must be a list (got " + json_got((*args)["Input Dims"]) + ")");
+  if (args->contains("Input Dims")) {
+    const auto sizes = [](const json& v) {
+      return v.is_array() && std::all_of(v.begin(), v.end(), [](const json& d) { return d.is_number_integer(); });
+    };
     for (const json& dims : (*args)["Input Dims"]) {
       trace_shape s;
-      if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); })) {
+      if (!sizes(dims) && !(dims.is_array() && std::all_of(dims.begin(), dims.end(), sizes)))
+        throw error(at + ": args.Input Dims of '" + event + "' must hold lists of integer sizes (got " + dims.dump() + ")");
+      if (sizes(dims)) {
         for (const json& d : dims) {
           if (d.get<int64_t>() < 0)
             throw error(at + ": args.Input Dims of '" + event + "' must hold sizes >= 0 (got " + d.dump() + ")");

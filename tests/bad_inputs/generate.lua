@@ -1117,6 +1117,19 @@ tr_sub("kernel_no_args", ', "ts": 30, "dur": 2.5,\n     "args": {"External id": 
        ', "ts": 30, "dur": 2.5}', "missing 'args'")
 tr_sub("input_dims_negative", '"Input Dims": [[4, 8], [16, 8], [16]]', '"Input Dims": [[-4, 8], [16, 8], [16]]',
        "args.Input Dims of 'aten::linear' must hold sizes >= 0 (got -4)", "args")
+-- a size that is no integer (a string, a fraction, null), or an entry that is no list: an error naming the event, never
+-- a non-tensor argument (the op was wave-scaled under a warning that named no event)
+for _, c in ipairs({  -- name, the changed Input Dims, what the message says it got
+  { "input_dims_string", '[["4", 8], [16, 8], [16]]', 'hold lists of integer sizes (got ["4",8])' },
+  { "input_dims_fraction", '[[4, 8.5], [16, 8], [16]]', "hold lists of integer sizes (got [4,8.5])" },
+  { "input_dims_null", '[[4, 8], [16, null], [16]]', "hold lists of integer sizes (got [16,null])" },
+  { "input_dims_not_list", "[[4, 8], 16, [16]]", "hold lists of integer sizes (got 16)" },
+  { "input_dims_tensor_list_string", '[[4, 8], [[16, "x"]], [16]]', 'hold lists of integer sizes (got [[16,"x"]])' },
+  { "input_dims_string_whole", '"[[4, 8]]"', 'be a list (got a string "[[4, 8]]")' },
+}) do
+  tr_sub(c[1], '"Input Dims": [[4, 8], [16, 8], [16]]', '"Input Dims": ' .. c[2],
+         "args.Input Dims of 'aten::linear' must " .. c[3], "args")
+end
 trc("events_not_array", '{"schemaVersion": 1, "traceEvents": 5}\n', "no 'traceEvents' array")
 trc("event_not_object", '{"schemaVersion": 1, "traceEvents": [5]}\n', "trace event must be an object")
 trc("no_events", '{"schemaVersion": 1, "traceEvents": []}\n', "no GPU kernel events")

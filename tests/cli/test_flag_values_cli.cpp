@@ -107,7 +107,7 @@ TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli
     const auto r = run_cli(predict + " --batch 1 " + flag + " /no/such/dir");
     INFO(r.err);
     CHECK(r.code == 1);
-    CHECK(r.err == "neusight: " + flag + ": no such directory: /no/such/dir\n");
+    CHECK(r.err == "neusight: " + flag + ": /no/such/dir: no such directory\n");
     CHECK(r.out.empty());
   }
 }

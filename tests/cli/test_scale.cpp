@@ -1012,3 +1012,25 @@ TEST_CASE("scale: a trace whose kernels no recorded op launched is refused", "[c
   CHECK(r.err.find("trace-000.json: none of its 45 kernels (3.9148 ms) was launched by an op it records (no cpu_op "
                    "with the kernel's 'External id'") != std::string::npos);
 }
+
+// tests/bench/scale_pairs.sh dropped a pair whose `scale` or `predict` failed (`|| continue`, stderr to /dev/null): a
+// shorter table read as a full one. A pair to a GPU no gpus/*.toml knows fails `scale`: stderr names it with scale's
+// error, the scored pair stays a row, and the table's last line counts both.
+TEST_CASE("scale: tests/bench/scale_pairs.sh names and counts the pairs it skips", "[cli][scale]") {
+  namespace fs = std::filesystem;
+  ns_test::temp_dir t;
+  const fs::path data = t.path / "data";
+  fs::copy(ns_test::source_dir / "tests/fixtures/neusight", data, fs::copy_options::recursive);
+  const std::string tag = "gpt2_large-inf-1024-4";
+  fs::create_directories(data / "label/No_Such_GPU");
+  fs::copy_file(data / "label/NVIDIA_A100-PCIE-40GB" / (tag + ".json"), data / "label/No_Such_GPU" / (tag + ".json"));
+  const auto r = ns_test::run_sh("NEUSIGHT='" NEUSIGHT_EXE "' bash tests/bench/scale_pairs.sh " + ns_test::quoted(data.string()));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("| T4 | A100-PCIE-40GB | " + tag + " |"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 5);  // header, rule, one row, blank, count
+  CHECK_THAT(r.out, Catch::EndsWith("\npairs: 1 scored, 1 skipped (scale or predict failed: stderr names each)\n"));
+  CHECK_THAT(r.err, Catch::StartsWith("scale_pairs.sh: skipped Tesla_T4 -> No_Such_GPU " + tag + ": scale failed: "));
+  CHECK_THAT(r.err, Catch::Contains("No_Such_GPU"));
+  CHECK_THAT(r.err, Catch::EndsWith("scale_pairs.sh: 1 of 2 pairs skipped\n"));
+}

@@ -201,12 +201,14 @@ TEST_CASE("scripts path: a missing --scripts directory is an error naming the fl
     const auto r = run_cli(cmd);
     CHECK(r.code != 0);
     CHECK(r.err.find("--scripts") != std::string::npos);
-    CHECK(r.err.find("no such directory: " + missing) != std::string::npos);
+    CHECK(r.err.find(missing + ": no such directory") != std::string::npos);
     CHECK(r.out.empty());
   }
   // a file is not a directory
   const auto file = f.t.write("afile", "x").string();
-  CHECK(run_cli(f.args("--scripts '" + file + "'")).code != 0);
+  const auto not_dir = run_cli(f.args("--scripts '" + file + "'"));
+  CHECK(not_dir.code != 0);
+  CHECK(not_dir.err.find("--scripts: " + file + ": not a directory") != std::string::npos);
 }
 
 TEST_CASE("scripts path: a module in a user dir cannot require its way out of the script roots", "[cli][scripts][safety]") {

@@ -125,6 +125,63 @@ TEST_CASE("held-out GPUs: no shipped weights/*/*/model.toml was trained on one",
   CHECK(models >= 14);
 }
 
+namespace {
+// Every string value anywhere in `node` (keys are names of families and fields, not of GPUs) that names a held-out GPU,
+// with its dotted path.
+void held_out_values(const toml::node& node, const std::string& path, std::vector<std::string>& out) {
+  if (const auto* t = node.as_table())
+    for (const auto& [k, v] : *t) held_out_values(v, path.empty() ? std::string(k.str()) : path + "." + std::string(k.str()), out);
+  else if (const auto* a = node.as_array())
+    for (size_t i = 0; i < a->size(); ++i) held_out_values(*a->get(i), path + "[" + std::to_string(i) + "]", out);
+  else if (const auto s = node.value<std::string>(); s && names_held_out(*s))
+    out.push_back(path + " = " + *s);
+}
+std::vector<std::string> held_out_values(const fs::path& file) {
+  std::vector<std::string> out;
+  held_out_values(toml::parse_file(file.string()), "", out);
+  return out;
+}
+}  // namespace
+
+// The tables beside the models, weights/<vendor>/*.toml (weights/nvidia/uncertainty.toml today, an AMD one later): the
+// leave-one-GPU-out error table's folds and each family's range.gpus are what the band and the calibration prior
+// (scripts/neusight/calibration.lua prior_of) are made of, so a fold of a held-out GPU would choose both on it. Every
+// string value of every such table is checked; a copy with a held-out GPU added as a fold is caught, so the check
+// is not vacuous.
+TEST_CASE("held-out GPUs: no table beside the models (uncertainty folds and ranges) names one", "[held_out]") {
+  int tables = 0, folds = 0;
+  for (const auto& vendor : fs::directory_iterator(ns_test::source_dir / "weights")) {
+    if (!vendor.is_directory()) continue;
+    for (const auto& f : fs::directory_iterator(vendor.path())) {
+      if (f.path().extension() != ".toml") continue;
+      ++tables;
+      INFO(fs::relative(f.path(), ns_test::source_dir).string());
+      CHECK(held_out_values(f.path()) == std::vector<std::string>{});
+      const toml::table t = toml::parse_file(f.path().string());
+      if (const auto* fams = t["families"].as_table())
+        for (const auto& [name, fam] : *fams) {
+          INFO(name.str());
+          const auto fs_ = strings(fam.as_table()->at_path("folds"));
+          const auto gs = strings(fam.as_table()->at_path("range.gpus"));
+          CHECK_FALSE(fs_.empty());
+          CHECK_FALSE(gs.empty());
+          folds += static_cast<int>(fs_.size());
+        }
+    }
+  }
+  CHECK(tables >= 1);
+  CHECK(folds >= 40);  // 5 fp32 families x 5 GPUs + 4 tensor-core families x 6
+  // a copy of the shipped table with a held-out fold and range GPU is caught, under the names the data uses
+  ns_test::temp_dir d;
+  std::string text = ns_test::slurp(ns_test::source_dir / "weights/nvidia/uncertainty.toml");
+  text = ns_test::replace_all(text, "folds = [\"B200\",", "folds = [\"NVIDIA H100 80GB HBM3\", \"B200\",");
+  text = ns_test::replace_all(text, "gpus = [\"A100-PCIE-40GB\",", "gpus = [\"A100-SXM4-80GB\", \"A100-PCIE-40GB\",");
+  const auto bad = held_out_values(d.write("uncertainty.toml", text));
+  CHECK(bad.size() == 4 + 5);  // four tensor-core families' folds, five fp32 families' range.gpus
+  CHECK(std::count(bad.begin(), bad.end(), "families.gemm_tc16.folds[0] = NVIDIA H100 80GB HBM3") == 1);
+  CHECK(std::count(bad.begin(), bad.end(), "families.bmm.range.gpus[0] = A100-SXM4-80GB") == 1);
+}
+
 // weights/held_out.py is the one rule for "is this GPU held out" (a name, alias or file stem of a held-out GPU's
 // gpus/*.toml, in any case, '_' or ' ', with or without an NVIDIA/AMD/Tesla prefix): weights/held_out.sh runs it and
 // the Python weight scripts import it. held_out.sh and roofline_efficiency.py had rules of their own (aliases known to
