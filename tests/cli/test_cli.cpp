@@ -398,6 +398,20 @@ TEST_CASE("output file: -o out.json / out.csv sets the format unless --format is
   CHECK(json::parse(ns_test::slurp(csv))["gpu"] == "L4");
 }
 
+// search ranks the layouts of one GPU and model: a list is said to be one, not an unknown GPU named 'h100,h200'
+// (audit28: "unknown GPU 'h100,h200' (close matches: 'H100')", which reads as if h200 were the unknown one)
+TEST_CASE("search: a GPU or model list is said to be a list", "[cli][errors][search]") {
+  const std::string rest = " --gpus 8 --batch 8 --seq 2048 --dtype bf16";
+  auto r = run_cli("search --model llama3_8b --gpu h100,h200" + rest);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "neusight: --gpu h100,h200: search ranks the layouts of one GPU (a list is predict's, to compare at "
+                 "one layout); run search once per GPU\n");
+  r = run_cli("search --model llama3_8b,llama3_70b --gpu h100" + rest);
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("neusight: --model llama3_8b,llama3_70b: search ranks the layouts of one model", 0) == 0);
+}
+
 TEST_CASE("bad input: broken GPU file, unknown GPU, Lua syntax error, misspelled field", "[cli][errors]") {
   temp_dir t;
   std::string toml = ns_test::slurp(source_dir / "tests/fixtures/gpus/tiny.toml");
