@@ -511,6 +511,20 @@ TEST_CASE("gpus and ops listings", "[cli]") {
   CHECK(g.size() >= 20);
   const auto t = run_cli("gpus");
   CHECK(t.out.find("H100-SXM5-80GB") != std::string::npos);
+  // every row's columns under the header's, the longest name and file too (audit28: RTX-PRO-6000-Server and
+  // gpus/rtx_pro_6000_server.toml overflowed their columns and pushed that row's numbers right)
+  const size_t vendor_at = t.out.find("vendor"), sms_end = t.out.find("SMs") + 3;
+  size_t rows = 0;
+  for (size_t at = t.out.find('\n') + 1; at < t.out.size() && t.out.compare(at, 5, "note:") != 0;
+       at = t.out.find('\n', at) + 1) {
+    const std::string line = t.out.substr(at, t.out.find('\n', at) - at);
+    INFO(line);
+    CHECK((line.compare(vendor_at, 7, "nvidia ") == 0 || line.compare(vendor_at, 7, "amd    ") == 0));
+    CHECK(line[sms_end - 1] != ' ');  // the SM count right-aligned under "SMs"
+    CHECK(line[sms_end] == ' ');
+    ++rows;
+  }
+  CHECK(rows == g.size());
   const auto o = run_cli("ops");
   CHECK(o.code == 0);
   CHECK(o.out.find("matmul           ops/matmul.lua") != std::string::npos);
