@@ -229,11 +229,16 @@ void emit(const std::string& text, const std::string& output) {
 }
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus) {
-  std::string out = fmt::format("{:<18} {:<24} {:<7} {:<10} {:>5} {:>6} {:>8} {:>6} {:>8} {:>8}\n", "name", "file",
-                                "vendor", "arch", "SMs", "mem GB", "BW GB/s", "L2 MB", "fp32 TF", "fp16 TF");
+  // the name and file columns as wide as their longest entry (RTX-PRO-6000-Server, a --gpus-dir path), so that every
+  // row's columns line up under the header
+  size_t name_w = 18, file_w = 24;
+  for (const auto& g : gpus) name_w = std::max(name_w, g.name.size()), file_w = std::max(file_w, g.source.size());
+  std::string out = fmt::format("{:<{}} {:<{}} {:<7} {:<10} {:>5} {:>6} {:>8} {:>6} {:>8} {:>8}\n", "name", name_w,
+                                "file", file_w, "vendor", "arch", "SMs", "mem GB", "BW GB/s", "L2 MB", "fp32 TF",
+                                "fp16 TF");
   for (const auto& g : gpus)
-    out += fmt::format("{:<18} {:<24} {:<7} {:<10} {:>5} {:>6.0f} {:>8.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n", g.name,
-                       g.source, g.vendor, g.architecture, g.num_sm, g.mem_gb, g.mem_bw_gbps, g.l2_mb,
+    out += fmt::format("{:<{}} {:<{}} {:<7} {:<10} {:>5} {:>6.0f} {:>8.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n", g.name,
+                       name_w, g.source, file_w, g.vendor, g.architecture, g.num_sm, g.mem_gb, g.mem_bw_gbps, g.l2_mb,
                        g.peak_fp32_tflops, g.peak_fp16_tflops);
   // what a file is of where its name alone misleads (its `note`: the MI250 file is one GCD, not the package)
   for (const auto& g : gpus)

@@ -12,7 +12,9 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <filesystem>
 #include <set>
+#include <tuple>
 #include <type_traits>
 #include <variant>
 #include <nlohmann/json.hpp>
@@ -136,6 +138,12 @@ struct search_warnings {
 }  // namespace
 
 int search_main(const search_flags& f) {
+  // search ranks the layouts of one model on one GPU: a comma is a list (predict compares lists), not a name, so say
+  // that rather than "unknown GPU 'h100,h200'" (a file of that name is still a file)
+  for (const auto& [name, text, what] : {std::tuple{"--gpu", &f.gpu, "GPU"}, {"--model", &f.model, "model"}})
+    if (text->find(',') != std::string::npos && !std::filesystem::exists(*text))
+      throw error(fmt::format("{} {}: search ranks the layouts of one {} (a list is predict's, to compare at one "
+                              "layout); run search once per {}", name, *text, what, what));
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
   const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose, !f.no_calibration);
   session s(o);

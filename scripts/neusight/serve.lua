@@ -1048,6 +1048,18 @@ end
 -- as load / (1 - load), and the number of arrivals until its percentiles settle as 1 / (1 - load)^2).
 M.NEAR_CAPACITY = 0.9
 
+-- The capacity as the overload warning says it: 3 significant digits, more (up to 6) where 3 would print the rate itself
+-- or a figure on its other side (--rate 16 beyond a capacity of 15.98 req/s read "exceeds the forecast capacity of 16").
+local function capacity_text(capacity, rate)
+  local text
+  for digits = 3, 6 do
+    text = fmt("%." .. digits .. "g", capacity)
+    local shown = tonumber(text)
+    if rate == capacity or (rate > capacity and shown < rate) or (rate < capacity and shown > rate) then break end
+  end
+  return text
+end
+
 --- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
 --- it on), or, below that (or without a capacity), of a run whose queue visibly grew (`queue`: M.queue_growth of the
 --- run, optional); nil otherwise. Its second result says which: "beyond", "grew" (a grown queue below the capacity or
@@ -1058,9 +1070,9 @@ function M.overload_warning(rate, capacity, requests, queue, rate_text)
   local what = "(what this server finishes per second in the steady state with requests queued: a replay of requests "
     .. "of these lengths all arriving at once)"
   if capacity and rate > capacity then
-    return fmt("%s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
+    return fmt("%s exceeds the forecast capacity of %s req/s %s: the queue grows without bound, so "
       .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
-      .. "%s add capacity (--tp, another GPU)", rate_text, capacity, what, requests,
+      .. "%s add capacity (--tp, another GPU)", rate_text, capacity_text(capacity, rate), what, requests,
       trace and "of the trace;" or "(--requests); lower --rate or"), "beyond"
   end
   if queue and queue.grew then
@@ -1072,9 +1084,9 @@ function M.overload_warning(rate, capacity, requests, queue, rate_text)
       trace and "" or "lower --rate or "), "grew"
   end
   if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
-  return fmt("%s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
+  return fmt("%s is %.0f %% of the forecast capacity of %s req/s %s: so near it the queue grows long "
     .. "and settles slowly, so the latency percentiles still depend on the number of requests (%s %d)", rate_text,
-    100 * rate / capacity, capacity, what, trace and "the trace's" or "--requests", requests), "near"
+    100 * rate / capacity, capacity_text(capacity, rate), what, trace and "the trace's" or "--requests", requests), "near"
 end
 
 local function run_simulation(o, F, count, progress)

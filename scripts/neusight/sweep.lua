@@ -282,15 +282,19 @@ function M.run(raw, phase, progress, gpu)
       -- a calibration fitted to another version of the GPU's file: likewise once
       local sw = S.calibration_stale_warning and S.calibration_stale_warning(r)
       if sw and not cal_seen[sw] then cal_seen[sw], cal_warnings[#cal_warnings + 1] = true, sw end
-      -- a phase forecast below its roofline floor (a calibration fitted to a measurement faster than the GPU can be)
+      -- a phase forecast below its roofline floor (a calibration fitted to a measurement faster than the GPU can be),
+      -- named by its GPU and tp: the text names neither
       for _, fw in ipairs(S.floor_warning and S.floor_warning(r) or {}) do
+        fw = fmt("%s, tp %d: %s", c.label, c.tp, fw)
         if not cal_seen[fw] then cal_seen[fw], cal_warnings[#cal_warnings + 1] = true, fw end
       end
       -- a GPU file without mem_reported_gib (its memory budget a share of mem_gb: serve.lua memory_note): once per GPU
       local mn = S.memory_note and S.memory_note(r)
       if mn and not cal_seen[mn] then cal_seen[mn], cal_warnings[#cal_warnings + 1] = true, mn end
-      -- fp8 GEMMs forecast slower than in bf16 (serve.lua fp8_warning): each text once
+      -- fp8 GEMMs forecast slower than in bf16 (serve.lua fp8_warning): each text once, named by its GPU and tp (the
+      -- text names neither: a sweep of H100, L40S and MI300X said three unattributed ones)
       local f8 = S.fp8_warning and S.fp8_warning(r)
+      f8 = f8 and fmt("%s, tp %d: %s", c.label, c.tp, f8)
       if f8 and not cal_seen[f8] then cal_seen[f8], cal_warnings[#cal_warnings + 1] = true, f8 end
       -- the requests' attention beyond the attention MLPs' training contexts (serve.lua attention_warning: the rows
       -- of NVIDIA GPUs), said once

@@ -398,6 +398,20 @@ TEST_CASE("output file: -o out.json / out.csv sets the format unless --format is
   CHECK(json::parse(ns_test::slurp(csv))["gpu"] == "L4");
 }
 
+// search ranks the layouts of one GPU and model: a list is said to be one, not an unknown GPU named 'h100,h200'
+// (audit28: "unknown GPU 'h100,h200' (close matches: 'H100')", which reads as if h200 were the unknown one)
+TEST_CASE("search: a GPU or model list is said to be a list", "[cli][errors][search]") {
+  const std::string rest = " --gpus 8 --batch 8 --seq 2048 --dtype bf16";
+  auto r = run_cli("search --model llama3_8b --gpu h100,h200" + rest);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "neusight: --gpu h100,h200: search ranks the layouts of one GPU (a list is predict's, to compare at "
+                 "one layout); run search once per GPU\n");
+  r = run_cli("search --model llama3_8b,llama3_70b --gpu h100" + rest);
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("neusight: --model llama3_8b,llama3_70b: search ranks the layouts of one model", 0) == 0);
+}
+
 TEST_CASE("bad input: broken GPU file, unknown GPU, Lua syntax error, misspelled field", "[cli][errors]") {
   temp_dir t;
   std::string toml = ns_test::slurp(source_dir / "tests/fixtures/gpus/tiny.toml");
@@ -497,6 +511,20 @@ TEST_CASE("gpus and ops listings", "[cli]") {
   CHECK(g.size() >= 20);
   const auto t = run_cli("gpus");
   CHECK(t.out.find("H100-SXM5-80GB") != std::string::npos);
+  // every row's columns under the header's, the longest name and file too (audit28: RTX-PRO-6000-Server and
+  // gpus/rtx_pro_6000_server.toml overflowed their columns and pushed that row's numbers right)
+  const size_t vendor_at = t.out.find("vendor"), sms_end = t.out.find("SMs") + 3;
+  size_t rows = 0;
+  for (size_t at = t.out.find('\n') + 1; at < t.out.size() && t.out.compare(at, 5, "note:") != 0;
+       at = t.out.find('\n', at) + 1) {
+    const std::string line = t.out.substr(at, t.out.find('\n', at) - at);
+    INFO(line);
+    CHECK((line.compare(vendor_at, 7, "nvidia ") == 0 || line.compare(vendor_at, 7, "amd    ") == 0));
+    CHECK(line[sms_end - 1] != ' ');  // the SM count right-aligned under "SMs"
+    CHECK(line[sms_end] == ' ');
+    ++rows;
+  }
+  CHECK(rows == g.size());
   const auto o = run_cli("ops");
   CHECK(o.code == 0);
   CHECK(o.out.find("matmul           ops/matmul.lua") != std::string::npos);

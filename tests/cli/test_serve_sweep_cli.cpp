@@ -336,6 +336,21 @@ TEST_CASE("serve --sweep: when no setting could run the rows say why and it exit
   CHECK(json::parse(mixed.out)["errors"] == 1);
 }
 
+// A setting's fp8 warning (serve.lua fp8_warning: fp8 GEMMs forecast slower than in bf16 on its GPU) names its GPU
+// and tp among the sweep's warnings: the text names neither (audit28: a fp8 sweep of H100, L40S and MI300X said three
+// warnings without saying whose). The neusight predictor: the roofline's fp8 is never slower than its bf16.
+TEST_CASE("serve --sweep: each fp8 warning names its GPU and tp", "[cli][serve][sweep]") {
+  const json j = run_json("serve --model llama32_1b --input-len 128 --output-len 4 --sweep --gpu h100,l40s --batch 1 "
+                          "--dtype fp8");
+  std::vector<std::string> fp8;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find("fp8 GEMM shapes of this forecast are forecast slower") != std::string::npos)
+      fp8.push_back(w);
+  REQUIRE(fp8.size() == 2);
+  CHECK(fp8[0].rfind("H100-SXM5-80GB, tp 1: dtype fp8 (W8A8): ", 0) == 0);
+  CHECK(fp8[1].rfind("L40S, tp 1: dtype fp8 (W8A8): ", 0) == 0);
+}
+
 // A single `serve --rate` at or beyond the forecast capacity warns (serve.lua overload_warning: the queue grows without
 // bound, or so near it that the percentiles still depend on --requests); the sweep's rows of the same settings said
 // nothing. Each row now carries that warning (`warning`, with `capacity_requests_per_s` and `overload` near|beyond) in

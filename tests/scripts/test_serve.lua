@@ -472,6 +472,19 @@ function M.test_a_growing_queue_warns_without_a_capacity()
   eq(S.overload_warning(10, 100, 100, st), nil, "nor below the capacity")
 end
 
+-- A capacity just under the rate is said with the digits that tell them apart (audit28: a sweep's A100 tp 4 row read
+-- "--rate 16 req/s exceeds the forecast capacity of 16 req/s", its capacity 15.98); one well apart keeps 3 digits.
+function M.test_overload_warning_capacity_reads_apart_from_the_rate()
+  local w, kind = S.overload_warning(16, 15.980572784165691, 300)
+  eq(kind, "beyond", "16 req/s beyond a capacity of 15.98")
+  assert(w:find("exceeds the forecast capacity of 15.98 req/s", 1, true), w)
+  w, kind = S.overload_warning(16, 16.004, 300)
+  eq(kind, "near", "16 req/s just under a capacity of 16.004")
+  assert(w:find("of the forecast capacity of 16.004 req/s", 1, true), w)
+  w = S.overload_warning(16, 9.036019644547025, 300)
+  assert(w:find("exceeds the forecast capacity of 9.04 req/s", 1, true), w)
+end
+
 -- Weights beyond the utilised memory (100 GB on the 80 GB GPU): no serving engine starts (vLLM finds no memory for a
 -- KV cache), so the static batch and continuous batching alike are the setting's error saying the weights alone are
 -- the reason (tester7 P5: the static batch used to forecast TTFT/TPOT with a "does not fit" warning).
