@@ -208,7 +208,8 @@ end
 
 --- Why layout `c` of the document does not fit, as one line, or nil where it fits: the GB per GPU it needs against the
 --- capacity it was held to (neusight.memory capacity_gb_text, as search's no-fit error words it) and the flag that
---- would make it fit (the layout's zero_fits: neusight.parallel.memory report; M.zero_flag). search --all's JSON and CSV rows carry it (field no_fit) when a layout shown does not fit.
+--- would make it fit (the layout's zero_fits: neusight.parallel.memory report; M.zero_flag). search --all's JSON and
+--- CSV rows carry it (field no_fit) when a layout shown does not fit.
 ---@return string?
 function M.no_fit(doc, c)
   if c.fits ~= false then return nil end

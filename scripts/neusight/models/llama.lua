@@ -351,8 +351,8 @@ end
 
 --- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
 --- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
---- `g`, `r`, the options, this rank's shapes — `sp` sequence parallelism on, `sl` its tokens of the sequence `s` — and
---- `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
+--- `g`, `r`, the options, this rank's shapes — `sp`: sequence parallelism on, `sl`: the rank's tokens of the sequence
+--- `s` — and `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
 --- sparse_layers) appends nodes after the loss (the router's auxiliary loss). Sparse and dense layers are separate
 --- layer groups: "dense_layers" and "layers" (windowed: "sliding_dense_layers", "sliding_layers"), in that order.
 ---@return neusight.Node[]

@@ -372,7 +372,8 @@ end
 
 -- The all-to-alls' note where the busiest rank sends more rows (`sent`) than this rank's own (`own`), else "".
 local function busiest_why(experts, sent, own)
-  return sent > own and (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform")) or ""
+  if sent <= own then return "" end
+  return (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform"))
 end
 
 --- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
