@@ -178,16 +178,7 @@ int train_main(const train_flags& f) {
       std::printf("# no min_seconds: the %s family's rows are eager per-op timings (tile_min_seconds)\n",
                   f.family.c_str());
     }
-    if (!range.empty()) {  // as weights_save writes it: [training.range]
-      toml::table tr, rt;
-      for (const auto& [name, v] : range) rt.insert(name, v);
-      tr.insert("range", std::move(rt));
-      toml::table t;
-      t.insert("training", std::move(tr));
-      std::ostringstream text;
-      text << t;
-      std::printf("%s\n", text.str().c_str());
-    }
+    if (!range.empty()) std::printf("%s\n", weights_range_text(range).c_str());  // as weights_save writes it
     return 0;
   }
   if (!f.quiet)

@@ -639,17 +639,13 @@ int search_main(const search_flags& f) {
       return a.memory_gb < b.memory_gb;
     });
     std::vector<std::string> helps;
-    // only where it would make a layout tried fit: not already on, some layout with dp > 1, and its sharded master
-    // copies and moments enough (scripts/neusight/parallel/memory.lua report)
-    if (std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
-      helps.push_back("--distributed-optimizer (shards the optimizer state over the data-parallel ranks)");
-    // the least ZeRO stage that makes some layout fit (scripts/neusight/parallel/memory.lua report zero_fits), when it
-    // is more than the distributed optimizer's (which the line above suggests); its words are search.lua zero_help's
+    // the least ZeRO stage that makes some layout tried fit (scripts/neusight/parallel/memory.lua report zero_fits; 1:
+    // the distributed optimizer, where it is not already on, some layout has dp > 1 and its sharded master copies and
+    // moments are enough), in search.lua zero_help's words, as predict's no-fit warning's
     int64_t least_zero = 0;
     for (const auto& c : results)
       if (c.zero_fits > 0 && (least_zero == 0 || c.zero_fits < least_zero)) least_zero = c.zero_fits;
-    if (least_zero >= 2 &&
-        std::none_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
+    if (least_zero > 0)
       helps.push_back(s.call("neusight.search", "zero_help", {nlohmann::json(least_zero)}, 1, "")[0].get<std::string>());
     if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
       helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",

@@ -69,13 +69,24 @@ constexpr const char* shards_what = "the expert-parallel ranks that hold its oth
 constexpr const char* weight_copies_what =
     "the tensor-parallel ranks that hold its weights whole and accumulate their gradient alike";
 
+// attrs.model_flops_weight_copies of node n, whose model_flops_copies is `copies`: both above 1 is an error (a node
+// every rank runs on the same data has no rows split, and its copies already count its gradient once: divided by
+// both, the accumulation would count 1 / tp of once).
+double model_flops_weight_copies(const node& n, double copies, const std::string* who) {
+  const double w = model_flops_ranks(n, "model_flops_weight_copies", true, weight_copies_what, who);
+  if (w > 1 && copies > 1)
+    throw error(node_who(n, who) + ": attrs.model_flops_weight_copies and attrs.model_flops_copies exclude each " +
+                "other (copies: ranks that run the node on the same data, whose rows are not split)");
+  return w;
+}
+
 }  // namespace
 
 void node_model_flops_check(const node& n, const std::string& who) {
   model_flops_share(n, &who);
-  model_flops_ranks(n, "model_flops_copies", false, copies_what, &who);
+  const double copies = model_flops_ranks(n, "model_flops_copies", false, copies_what, &who);
   model_flops_ranks(n, "model_flops_shards", true, shards_what, &who);
-  model_flops_ranks(n, "model_flops_weight_copies", true, weight_copies_what, &who);
+  model_flops_weight_copies(n, copies, &who);
 }
 
 double forecast::phase_model_flops(phase p) const {
@@ -87,8 +98,7 @@ double forecast::phase_model_flops(phase p) const {
       const double copies = model_flops_ranks(n, "model_flops_copies", false, copies_what, nullptr);
       const bool acc = p == phase::accumulate;
       const double shards = acc ? model_flops_ranks(n, "model_flops_shards", true, shards_what, nullptr) : 1.0;
-      const double weights =
-          acc ? model_flops_ranks(n, "model_flops_weight_copies", true, weight_copies_what, nullptr) : 1.0;
+      const double weights = acc ? model_flops_weight_copies(n, copies, nullptr) : 1.0;
       f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n, nullptr) : 1.0) * shards / (copies * weights);
     }
   return f;

@@ -35,8 +35,10 @@ struct weights_provenance {
 
 // The [training.range] of rows of family `f` (their kernels, each family_of == f): { family_range_input(f) = the
 // largest family_range_value }, {} for a family without a range input or no rows. `neusight train` writes it; `train
-// --dry-run` prints it (weights/min_seconds.py checks the shipped manifests' against the data).
+// --dry-run` prints it (weights_range_text: tests/cli/test_serving_cli.cpp checks the shipped manifests' against it).
 std::map<std::string, double> weights_range_of(family f, const std::vector<const kernel*>& kernels);
+// `range` as weights_save writes it in model.toml: the [training.range] table, toml++'s formatting.
+std::string weights_range_text(const std::map<std::string, double>& range);
 
 uint64_t fnv1a64(const void* data, size_t n);
 

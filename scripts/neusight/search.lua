@@ -86,10 +86,11 @@ end
 ---@return string?
 function M.zero_skip(zero, pp, ep) return require("neusight.parallel.config").zero_refusal(zero, pp, ep) end
 
---- search's no-fit hint for ZeRO stage `stage`: the flag, what the stage shards (neusight.parallel.zero roles) and the
---- layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line. `one_layout` true:
---- predict's hint for its one layout (neusight.parallel.memory report, which names only a stage that layout runs
---- with): "needs pp 1, which this layout has" rather than search's "pp 1 layouts only".
+--- search's no-fit hint for ZeRO stage `stage`: the flag (M.zero_flag), what the stage shards (neusight.parallel.zero
+--- roles) and the layouts it runs with (those neusight.parallel.config zero_refusal lets through), as one line: the
+--- words of search_cmd.cpp's no-fit help and of predict's no-fit warning (neusight.parallel.memory report) for every
+--- stage. `one_layout` true: predict's hint for its one layout (which names only a stage that layout runs with):
+--- "needs pp 1, which this layout has" rather than search's "pp 1 layouts only".
 ---@param one_layout? boolean
 ---@return string
 function M.zero_help(stage, one_layout)
@@ -107,8 +108,12 @@ function M.zero_help(stage, one_layout)
     runs = one_layout and "; needs " .. table.concat(only, " and ") .. ", which this layout has"
       or "; " .. table.concat(only, ", ") .. " layouts only"
   end
-  return ("--zero %d (shards the %s over the data-parallel ranks%s)"):format(stage, what, runs)
+  return ("%s (shards the %s over the data-parallel ranks%s)"):format(M.zero_flag(stage), what, runs)
 end
+
+--- The flag that asks for ZeRO stage `stage`: --distributed-optimizer for 1 (Megatron's name of it), else --zero N.
+---@return string
+function M.zero_flag(stage) return stage == 1 and "--distributed-optimizer" or ("--zero %d"):format(stage) end
 
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
@@ -202,20 +207,17 @@ local function shown(doc)
 end
 
 --- Why layout `c` of the document does not fit, as one line, or nil where it fits: the GB per GPU it needs against the
---- capacity it was held to (neusight.memory capacity_gb_text, as search's no-fit error words it) and what would make
---- it fit (the layout's distributed_optimizer_fits / zero_fits: neusight.parallel.memory report), as predict's
---- warning says them. search --all's JSON and CSV rows carry it (field no_fit) when a layout shown does not fit.
+--- capacity it was held to (neusight.memory capacity_gb_text, as search's no-fit error words it) and the flag that
+--- would make it fit (the layout's zero_fits: neusight.parallel.memory report; M.zero_flag). search --all's JSON and
+--- CSV rows carry it (field no_fit) when a layout shown does not fit.
 ---@return string?
 function M.no_fit(doc, c)
   if c.fits ~= false then return nil end
   local cap = require("neusight.memory").capacity_gb_text(doc.gpu_mem_gb,
     type(doc.gpu_mem_reported_gib) == "number" and doc.gpu_mem_reported_gib or nil)
-  local help = ""
-  if c.distributed_optimizer_fits == true then
-    help = "; --distributed-optimizer would make it fit"
-  elseif type(c.zero_fits) == "number" and c.zero_fits > 0 then
-    help = ("; --zero %d would make it fit"):format(c.zero_fits)
-  end
+  -- zero_fits 1: the distributed optimizer (neusight.parallel.memory report asks it first)
+  local help = type(c.zero_fits) == "number" and c.zero_fits > 0 and "; " .. M.zero_flag(c.zero_fits)
+    .. " would make it fit" or ""
   return ("needs %.1f GB per GPU, more than the %s GB of %s%s"):format(c.memory_gb, cap, tostring(doc.gpu), help)
 end
 

@@ -538,11 +538,12 @@ M.untrained_variants = {
 -- `neusight train` trained on, which it records in the manifest ([training.range], weights/<vendor>/<family>/
 -- model.toml: engine/core/tile_model.h family_range_input), handed over as r.trained_range (the engine's, from the
 -- predictor's manifests: the --weights DIR's when given; a Lua predictor has none, so a band of its forecast says
--- nothing, while the ns.predict calls inside it say it of their kernels), against the largest among the forecast's kernels of the family (r.longest, the
--- engine's family inputs longest.<family>.<input>) or a serve's requests (neusight.serve). Beyond it the MLP
--- extrapolates its utilisation: a 131072-token prefill (a 128k-context model's whole prompt) was 8x the longest
--- measured one and nothing said so (audit25). The roofline floor still holds the kernel; its time beyond is not
--- measured. What each input is called in the warning, in its order; a family not listed is named by its input.
+-- nothing, while the ns.predict calls inside it say it of their kernels), against the largest among the forecast's
+-- kernels of the family (r.longest, the engine's family inputs longest.<family>.<input>) or a serve's requests
+-- (neusight.serve). Beyond it the MLP extrapolates its utilisation: a 131072-token prefill (a 128k-context model's
+-- whole prompt) was 8x the longest measured one and nothing said so (audit25). The roofline floor still holds the
+-- kernel; its time beyond is not measured. What each input is called in the warning, in its order; a family not
+-- listed is named by its input.
 M.range_words = {
   { family = "attention_prefill", input = "keys", what = "a prefill attention over %s tokens", of = "prompts" },
   { family = "attention_decode", input = "cached_tokens", what = "a decode attention over %s cached tokens",

@@ -194,6 +194,17 @@ TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole
   CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate),
                     "node 'layers.self_attn.qkv_proj': attrs.model_flops_weight_copies must be a whole number >= 1 "
                     "(the tensor-parallel ranks that hold its weights whole and accumulate their gradient alike)");
+  // beside model_flops_copies > 1 (a node every rank runs on the same data: no rows split, its accumulation counted
+  // once by the copies already) it would count 1 / 64 of once: refused (rereadJ), by the pre-pricing check too
+  f.g.nodes[0].attrs["model_flops_weight_copies"] = 8.0;
+  f.g.nodes[0].attrs["model_flops_copies"] = 8.0;
+  const std::string both = "node 'layers.self_attn.qkv_proj': attrs.model_flops_weight_copies and "
+                           "attrs.model_flops_copies exclude each other (copies: ranks that run the node on the same "
+                           "data, whose rows are not split)";
+  CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate), both);
+  CHECK_THROWS_WITH(node_model_flops_check(f.g.nodes[0], "node 'layers.self_attn.qkv_proj'"), both);
+  f.g.nodes[0].attrs["model_flops_copies"] = 1.0;  // either alone, or at 1, is taken
+  CHECK(f.phase_model_flops(phase::accumulate) == 32 * 1024.0 / 8);
 }
 
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {

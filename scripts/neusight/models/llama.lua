@@ -351,7 +351,8 @@ end
 
 --- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
 --- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
---- `g`, `r`, the options, this rank's shapes and `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
+--- `g`, `r`, the options, this rank's shapes — `sp`: sequence parallelism on, `sl`: the rank's tokens of the sequence
+--- `s` — and `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
 --- sparse_layers) appends nodes after the loss (the router's auxiliary loss). Sparse and dense layers are separate
 --- layer groups: "dense_layers" and "layers" (windowed: "sliding_dense_layers", "sliding_layers"), in that order.
 ---@return neusight.Node[]
@@ -558,8 +559,8 @@ function M.graph(r, opts, moe)
     if r.window and r.windowed_at[i] then windowed_of[name] = windowed_of[name] + 1 end
     if moe and sparse then sparse_layers = sparse_layers + 1 end
   end
-  ctx = { g = g, r = r, opts = opts, shard = shard, tp = tp, b = b, s = s, x = x, dtype = dtype, upcast = upcast,
-          add_as = add_as, swiglu = swiglu }
+  ctx = { g = g, r = r, opts = opts, shard = shard, tp = tp, b = b, s = s, sp = sp, sl = sl, x = x, dtype = dtype,
+          upcast = upcast, add_as = add_as, swiglu = swiglu }
   for _, grp in ipairs { { "dense_layers", false, false }, { "layers", false, true },
                          { "sliding_dense_layers", true, false }, { "sliding_layers", true, true } } do
     local name, windowed, sparse = grp[1], grp[2], grp[3]

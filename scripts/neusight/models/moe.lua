@@ -370,6 +370,12 @@ function M.tp_scatter_rows(g, name, rows)
   g.comm("all_gather", name .. ".all_gather", rows, "backward", "Megatron token dispatcher: the output gradient's rows")
 end
 
+-- The all-to-alls' note where the busiest rank sends more rows (`sent`) than this rank's own (`own`), else "".
+local function busiest_why(experts, sent, own)
+  if sent <= own then return "" end
+  return (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform"))
+end
+
 --- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
 --- (M.experts_reached: all E once n·k ≫ E, fewer at small decode batches and short prompts; neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
@@ -395,7 +401,7 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
   -- `sent` of this rank's n tokens in the all-to-alls, `busy` of the tp group's n·tp for the local experts
   local busy = M.busiest_rank_rows(experts.router_skew, n * tp, k, E, experts.ep)
   local sent = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
-  local why = sent > routed and (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform")) or ""
+  local why = busiest_why(experts, sent, routed)
   for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
   if experts.ep > 1 then
     experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { sent, h }, "expert parallel: routed tokens to their experts" .. why)
@@ -472,7 +478,7 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   local Rl = M.busiest_rank_rows(experts.router_skew, n * tp, k, E, experts.ep)
   local sent = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
   local lrows, lmid, srows = { Rl, h }, { Rl, I }, { sent, h }
-  local why = sent > R and (" (busiest rank: %d rows, router_skew %s)"):format(sent, tostring(experts.router_skew or "uniform")) or ""
+  local why = busiest_why(experts, sent, R)
   if experts.ep > 1 then
     experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", srows, "expert parallel: routed tokens to their experts" .. why)
   end
@@ -505,8 +511,8 @@ local function block(ctx, p)
   -- Megatron's token dispatcher under sequence parallelism (M.tp_gather_rows): the router and the dispatch on this
   -- rank's n/tp tokens, no gather of the sequence; without it (vLLM-style tensor parallelism: every rank holds every
   -- token) all n tokens on every rank, f before the block and g after
-  local sp = ctx.shard ~= nil and ctx.tp > 1 and opts.sequence_parallel == true
-  local n = ctx.b * (sp and ctx.s // ctx.tp or ctx.s) -- tokens routed on this rank
+  local sp = ctx.sp
+  local n = ctx.b * ctx.sl -- tokens routed on this rank
   local m = p .. "." .. moe.module
   local shard = ctx.shard
   local I = shard and shard.split(moe.I, moe.I_name) or moe.I
@@ -612,8 +618,7 @@ local function aux_loss(ctx, sparse_layers)
   local g, E, k = ctx.g, r.moe.E, r.moe.k
   local add, add_as = g.add, ctx.add_as
   -- the router logits of this rank's tokens (n/tp under Megatron's dispatcher with sequence parallelism)
-  local sp = ctx.shard ~= nil and ctx.tp > 1 and opts.sequence_parallel == true
-  local T = sparse_layers * ctx.b * (sp and ctx.s // ctx.tp or ctx.s)
+  local T = sparse_layers * ctx.b * ctx.sl
   local logits, top = { T, E }, { T, k }
   add("contiguous", "router_aux_loss.cat", { logits }, logits)                       -- torch.cat(gate_logits)
   -- under torch.autocast the gate's logits are bf16 and softmax is on autocast's fp32 list: the routing weights and

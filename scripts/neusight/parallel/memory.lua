@@ -224,9 +224,8 @@ function M.report(plan, devices, mem, params_total, lean, zero3_gathered)
   -- the no-fit warning (neusight.memory parallel) says what would make this layout fit, as search's no-fit help does
   -- (audit26: predict --dp 8 --ep 8 said only "the forecast assumes it fits")
   if not out.fits and out.zero_fits and type(out.warning) == "string" then
-    out.warning = out.warning .. "; " .. (out.zero_fits == 1
-      and "--distributed-optimizer (shards the optimizer state over the data-parallel ranks)"
-      or require("neusight.search").zero_help(out.zero_fits, true)) .. " would make it fit"
+    out.warning = out.warning .. "; " .. require("neusight.search").zero_help(out.zero_fits, true)
+      .. " would make it fit"
   end
   return out
 end
