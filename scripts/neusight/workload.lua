@@ -1501,7 +1501,8 @@ end
 -- parameters, or shares another node's (attrs.tied: GPT-2's lm_head counts none of its own but adds its gradient into
 -- the buffer of the node it shares them with); the optimizer step adds none.
 local function adds_gradient(n)
-  if type(n.attrs) == "table" and n.attrs.frozen then return false end -- LoRA's frozen base (neusight.lora)
+  -- LoRA's frozen base (neusight.lora; a raw read: a model function's attrs are checked later)
+  if type(n.attrs) == "table" and rawget(n.attrs, "frozen") then return false end
   return (n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)) and n.phase ~= "optimizer"
 end
 
@@ -2049,7 +2050,8 @@ function M.build(spec, gpu, origin)
   local stepped = training and w.optimizer ~= "none"
   local P, P_float = 0, 0.0 -- the step's parameters: a LoRA graph's frozen base takes no step (neusight.lora)
   for _, n in ipairs(nodes) do
-    if not n.attrs.frozen then P = P + n.params * n.count end
+    if not (opts.lora and n.attrs.frozen) then P = P + n.params * n.count end -- (attrs read only under LoRA: a model
+    -- function's attrs are checked after this)
     P_float = P_float + n.params * 1.0 * n.count
   end
   if P_float >= K.MAX_ELEMENTS then
@@ -2119,6 +2121,9 @@ function M.build(spec, gpu, origin)
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
+           -- LoRA (neusight.lora): { rank, targets = "q_proj,…", trainable = the adapters' parameters }; nil otherwise
+           lora = opts.lora and { rank = w.lora_rank, targets = table.concat(opts.lora.names, ","),
+                                  trainable = opts.lora.trainable } or nil,
            max_positions = positions, model_warnings = M.model_warnings(w.model),
            -- under fusion: each fused node's members' forward kernels, unfused, by the fused node's name (neusight.fusion
            -- apply), which neusight.pipeline prices beside it (neusight.fusion cap); nil without fusion
