@@ -154,12 +154,9 @@ end
 --- adapters) weights, gradients, master copies and moments. Returns `state` changed, and the trainable and all
 --- parameters (× count).
 function M.state(state, nodes)
-  local frozen, all = 0, 0
-  for _, n in ipairs(nodes) do
-    local p = (n.params or 0) * (n.count or 1)
-    all = all + p
-    if type(n.attrs) == "table" and n.attrs.frozen then frozen = frozen + p end
-  end
+  local frozen, all = require("neusight.workload").params_split(nodes, function(n)
+    return type(n.attrs) == "table" and n.attrs.frozen == true
+  end)
   if all == 0 then return state, 0, 0 end
   local trainable = all - frozen
   local share = trainable / all

@@ -1184,16 +1184,10 @@ end
 --- token reached) at `fp8_bytes`,
 --- the rest (embeddings, norms, the LM head: M.fp8_dtypes) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
 function M.w8a8_weights_per_param(nodes, fp8_bytes)
-  local quantised, all = 0, 0
-  for _, n in ipairs(nodes) do
-    local p = (n.params or 0) * (n.count or 1)
-    all = all + p
-    -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
-    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")
-        or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)) then
-      quantised = quantised + p
-    end
-  end
+  -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
+  local quantised, all = M.params_split(nodes, function(n)
+    return idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8") or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)
+  end)
   if all == 0 then return fp8_bytes end
   return (quantised * fp8_bytes + (all - quantised) * K.dtype_bytes(M.W8A8_KEPT)) / all
 end
@@ -1222,13 +1216,24 @@ end
 
 --- The weights' bytes per parameter with weight-only quantisation: the quantised linears' parameters at
 --- `weight_bytes`, the rest (embeddings, norms, the LM head; biases counted with their linear) at `param_bytes`.
-local function weights_per_param(nodes, weight_bytes, param_bytes)
-  local quantised, all = 0, 0
+--- The parameters (params · count) of the nodes `pick(n)` accepts, and of all nodes: the one loop of the model state's
+--- per-parameter averages (weight-only and W8A8 quantisation here, LoRA's trainable share: neusight.lora state).
+---@return number picked
+---@return number all
+function M.params_split(nodes, pick)
+  local picked, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if type(n.attrs) == "table" and n.attrs.weight_bytes then quantised = quantised + p end
+    if p > 0 and pick(n) then picked = picked + p end
   end
+  return picked, all
+end
+
+local function weights_per_param(nodes, weight_bytes, param_bytes)
+  local quantised, all = M.params_split(nodes, function(n)
+    return type(n.attrs) == "table" and n.attrs.weight_bytes ~= nil
+  end)
   if all == 0 then return param_bytes end
   return (quantised * weight_bytes + (all - quantised) * param_bytes) / all
 end

@@ -19,11 +19,7 @@ local function spec(extra)
   return s
 end
 
-local function err_of(fn, ...)
-  local ok, e = pcall(fn, ...)
-  assert(not ok, "expected an error")
-  return tostring(e)
-end
+local err_of = testing.error_of
 
 -- the adapters' parameters by hand from the config: R · (in + out) for q, k, v, o, gate, up, down, every layer
 local function adapter_params()
@@ -77,7 +73,7 @@ function T.test_lora_state_and_memory()
   eq(lora.state.convention, "pure", "LoRA's default recipe")
   local A, P = adapter_params(), testing.params(full.nodes)
   local st = lora.memory.memory.state
-  local near = function(a, b, what) assert(math.abs(a - b) <= 1e-9 * b, ("%s: %.12g vs %.12g"):format(what, a, b)) end
+  local near = function(a, b, what) testing.near(a, b, what, 1e-9) end
   near(st.gradients_gb * 1e9, A * 2, "gradients: the adapters' bf16 .grad")
   near(st.optimizer_gb * 1e9, A * 4, "optimizer: the adapters' two bf16 moments")
   near(st.weights_gb * 1e9, (P + A) * 2, "weights: the base and the adapters in bf16")
