@@ -74,12 +74,19 @@ end
 --- names = the targeted modules }. Errors (plain text; the caller says where): a target no linear of the model has,
 --- naming the model's linear modules; a parameter-holding op it cannot freeze.
 function M.apply(nodes, model, rank, targets, autocast)
-  local linears, seen = {}, {}
+  local linears, seen, addmm = {}, {}, {}
   for _, n in ipairs(nodes) do
-    if n.op == "linear" and (n.params or 0) > 0 then
+    if (n.op == "linear" or n.op == "addmm") and (n.params or 0) > 0 then
       local m = module_of(n.name)
-      if not seen[m] then seen[m], linears[#linears + 1] = true, m end
+      local list = n.op == "linear" and linears or addmm
+      if not seen[m] then seen[m], list[#list + 1] = true, m end
     end
+  end
+  -- the model's linear modules, for the messages; GPT-2's Conv1D GEMMs (addmm) are said to be no targets here
+  local function modules()
+    return (#linears > 0 and concat(linears, ", ") or "none")
+      .. (#addmm > 0 and (" (its addmm GEMMs %s, HF's Conv1D, are not modelled as LoRA targets)"):format(
+        concat(addmm, ", ")) or "")
   end
   local given = targets ~= nil
   targets = targets or M.DEFAULT_TARGETS
@@ -91,13 +98,13 @@ function M.apply(nodes, model, rank, targets, autocast)
     end
     if found then used[#used + 1] = t elseif given then
       error(("lora_targets: %q matches no linear of model '%s'; its linear modules: %s"):format(t, tostring(model),
-        #linears > 0 and concat(linears, ", ") or "none"), 0)
+        modules()), 0)
     end
   end
   if #used == 0 then
     error(("lora_targets: none of PEFT's common targets (%s) is a linear of model '%s'; give --lora-targets "
       .. "(workload field lora_targets) from its linear modules: %s"):format(concat(M.DEFAULT_TARGETS, ","),
-      tostring(model), #linears > 0 and concat(linears, ", ") or "none"), 0)
+      tostring(model), modules()), 0)
   end
   local out, info = {}, { linears = 0, trainable = 0, names = {} }
   local group_saved = false -- the current group of linears reading one saved input has an adapter saving it

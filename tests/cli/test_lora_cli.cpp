@@ -51,7 +51,7 @@ TEST_CASE("lora: Llama-3-8B rank 16 between full fine-tuning and its forward plu
   CHECK(lora["lora_rank"] == 16);
   CHECK(lora["trainable_params"] == 41943040);  // 32 layers · 16 · (8192 + 5120 + 5120 + 8192 + 3 · 18432)
   CHECK_FALSE(full.contains("trainable_params"));
-  CHECK(warned(lora["warnings"], "LoRA rank 16 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (7 linears)"));
+  CHECK(warned(lora["warnings"], "LoRA rank 16 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj (7 linear nodes)"));
   // no weight-gradient GEMM of a base linear: one backward GEMM each, two for each adapter
   std::map<std::string, int> gemms;
   for (const auto& op : lora["ops"])

@@ -142,6 +142,9 @@ function T.test_lora_bad_inputs()
   assert(unknown:find("q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head", 1, true), unknown)
   local par = err_of(workload.normalize, spec { lora_rank = 8, parallel = { dp = 2 }, batch = 2 })
   assert(par:find("parallel table is not modelled", 1, true), par)
+  -- GPT-2's GEMMs are Conv1D (addmm): none of the default targets, its GEMMs named as no targets
+  local gpt = err_of(workload.build, spec { model = "gpt2_med", lora_rank = 8, seq = 512 })
+  assert(gpt:find("none of PEFT's common targets", 1, true) and gpt:find("its addmm GEMMs c_attn", 1, true), gpt)
   -- a parameter the rules cannot freeze (BERT's token-type table, a view holding its weights): said, not trained
   local bert = err_of(workload.build, spec { model = "bert", lora_rank = 8, seq = 512, lora_targets = "query" })
   assert(bert:find("freezing op 'view' is not modelled", 1, true), bert)
