@@ -22,11 +22,14 @@ return {
     return { K.mem(rules.shapes(node, true), node.dtype) }
   end,
   -- The gradient is a dense V×H tensor: zero-filled, then the output gradient is scattered into it.
+  -- frozen (LoRA's base, attrs.frozen): the token ids take no gradient, so no backward runs at all
   backward = function(node)
+    if node.attrs.frozen then return {} end
     local V, H = table_dims(node)
     return { K.mem({ { V, H } }, node.dtype), K.mem({ { V, H } }, node.dtype) }
   end,
   accumulate = function(node)
+    if node.attrs.frozen then return {} end
     local V, H = table_dims(node)
     return { rules.grad_accumulate(node, V * H) }
   end,

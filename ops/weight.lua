@@ -8,5 +8,8 @@ return {
   doc = "parameter leaf: no forward/backward kernels; acc VECadd(1, numel(out))",
   forward = function() return {} end,
   backward = false, -- a leaf: its gradient is only accumulated
-  accumulate = function(node) return { rules.grad_accumulate(node, K.numel(node.output)) } end,
+  accumulate = function(node)
+    if node.attrs.frozen then return {} end -- LoRA's frozen base (attrs.frozen): no gradient
+    return { rules.grad_accumulate(node, K.numel(node.output)) }
+  end,
 }

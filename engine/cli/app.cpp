@@ -80,6 +80,8 @@ workload_overrides overrides_make(const forecast_flags& f) {
   // the integer flags hold one validated value here (a comparison calls this once per combination)
   auto integer = [](const std::string& v) { return workload_value(int64_t(std::stoll(v))); };
   if (!f.batch.empty()) o["batch"] = integer(f.batch);
+  if (!f.lora_rank.empty()) o["lora_rank"] = integer(f.lora_rank);
+  if (!f.lora_targets.empty()) o["lora_targets"] = f.lora_targets;
   if (!f.seq.empty()) o["seq"] = integer(f.seq);
   if (!f.context.empty()) o["context"] = integer(f.context);
   if (!f.launch.empty()) o["launch"] = f.launch;

@@ -607,6 +607,16 @@ std::vector<flag_spec> table_make() {
       .check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value (uniform, balanced or a factor >= 1)") : std::string(); }, ""))
       .on(forecast, to(&forecast_flags::router_skew)).workload()  // serve has no expert parallelism: not offered there
       .on(search, to(&search_flags::router_skew)).note("; every layout with ep > 1");
+  flag("--lora-rank",
+       "LoRA fine-tuning (--mode train, one GPU): the base model frozen, rank-R adapters A (in -> R) and B (R -> out) "
+       "trained on each --lora-targets linear, HF PEFT's LoraLayer (scripts/neusight/lora.lua)")
+      .type("R").check(positive_integer())
+      .on(forecast, to(&forecast_flags::lora_rank)).workload();
+  flag("--lora-targets",
+       "LoRA's target linears, PEFT's target_modules (module names, or without _proj: q,k,v,o,gate,up,down); default "
+       "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj, those the model has")
+      .type("NAME[,NAME…]").check(nonempty_list())
+      .on(forecast, to(&forecast_flags::lora_targets)).workload();
   flag("--predictor", predictor_help())
       .on(forecast, to(&forecast_flags::predictor))
       .on(search, to(&search_flags::predictor))
@@ -725,7 +735,7 @@ std::vector<flag_spec> table_make() {
                "mode from the file name)")
       .check(existing_file())
       .excludes({"--model", "--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype",
-                 "--weight-dtype", "--precision", "--attention", "--experts", "--router-skew", "--fusion", "--flash-attention", "--dp",
+                 "--weight-dtype", "--precision", "--attention", "--experts", "--router-skew", "--lora-rank", "--lora-targets", "--fusion", "--flash-attention", "--dp",
                  "--tp", "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb",
                  "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel",
                  "--distributed-optimizer", "--zero",

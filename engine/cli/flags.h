@@ -65,6 +65,7 @@ struct forecast_flags {
   std::string kv_dtype, weight_dtype;  // --kv-dtype / --weight-dtype: quantised KV cache / weights (serving phases)
   std::string experts;                 // --experts loop|grouped: workload field `experts` (MoE models)
   std::string router_skew;             // --router-skew uniform|balanced|F: workload field `router_skew` (MoE models)
+  std::string lora_rank, lora_targets;  // --lora-rank R / --lora-targets q,v: workload fields (scripts/neusight/lora.lua)
   std::string predictor = "neusight";
   std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides

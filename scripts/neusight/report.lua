@@ -30,9 +30,9 @@ local ms = 1e3
 -- The JSON document's fields, in order; the figures a rule puts beside latency_ms go right after it.
 local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
   "context", "dtype", "kv_dtype", "weight_dtype", "attention", "fusion", "precision", "precision_convention", "optimizer",
-  "optimizer_impl", "layers", "latency_ms" }
+  "optimizer_impl", "lora_rank", "lora_targets", "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "flops_scope", "params",
-  "params_scope",
+  "params_scope", "trainable_params",
   "active_params",
   "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards",
   "expert_optimizer_shards", "parallel", "warnings",
@@ -91,6 +91,8 @@ function M.workload(w, facts)
     -- each fused node's members' forward kernels, unfused (neusight.fusion apply; not shown): what neusight.pipeline
     -- prices the fused kernel against (neusight.fusion cap), which sets `fused_capped` (by node name) where it binds
     fused_members = type(facts.fused_members) == "table" and facts.fused_members or nil,
+    -- LoRA fine-tuning (neusight.workload build's lora: rank, targets, trainable parameters; nil otherwise)
+    lora = type(facts.lora) == "table" and facts.lora or nil,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     -- what the model's config file says that the forecast does not read (workload.lua model_warnings; serve's
@@ -483,6 +485,9 @@ function M.result(f, fc, x)
   -- and flops that rank's microbatch (flops_scope; a one-GPU run without a plan: the whole run, no field)
   if par then r.flops_scope = M.flops_scope(par.json, (fc.flops_optimizer or 0) > 0) end
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
+  if f.lora then -- LoRA: its rank, the targeted linears and the adapters' parameters (the rest frozen)
+    r.lora_rank, r.lora_targets, r.trainable_params = f.lora.rank, f.lora.targets, f.lora.trainable
+  end
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
   -- and the load imbalance their expert parallelism assumed, in one shape whatever was asked: router_skew is always
   -- a string ("uniform", "balanced" or "factor") and router_skew_factor the number given, with "factor" only (a

@@ -18,6 +18,8 @@ local M = {}
 --- FLOPs of engine/core/forecast.h).
 M.node_attrs = {
   note = "string: a comment for the reader; nothing reads it",
+  frozen = "boolean: the node's parameters take no gradient (LoRA's frozen base model, neusight.lora): no weight-"
+    .. "gradient kernels, no accumulation, no gradient or optimizer state (the data gradient still flows)",
   wgrad_fused = "boolean: the weight gradient accumulates inside its GEMM (Megatron-LM's gradient-accumulation "
     .. "fusion; set by neusight.workload under Megatron kernels): the linear rules add no accumulation kernel for it",
   saved_bytes = "number: bytes the node keeps for backward, instead of its rule's saves() (neusight.memory)",
@@ -557,6 +559,7 @@ function M.norm(spec)
       return { K.vec("mul", rows, hidden, node.dtype) }
     end,
     accumulate = affine > 0 and function(node)
+      if node.attrs.frozen then return {} end
       local hidden = node.output[#node.output]
       local out = {}
       for i = 1, affine do out[i] = M.grad_accumulate(node, hidden) end
@@ -668,11 +671,14 @@ function M.linear(spec)
     end,
     backward = function(node)
       local T, I, O = dims(node)
+      -- a frozen weight (LoRA's base, attrs.frozen): the dgrad GEMM alone, its input gradient still flows
+      if node.attrs.frozen then return { K.linear(T, O, I, node.dtype) } end
       local wgrad = K.linear(O, T, I, node.dtype)
       wgrad.wgrad = true
       return { K.linear(T, O, I, node.dtype), wgrad }
     end,
     accumulate = function(node)
+      if node.attrs.frozen then return {} end
       local _, I, O = dims(node)
       local out = {}
       -- attrs.wgrad_fused: the dW GEMM accumulated W's gradient itself (Megatron's gradient-accumulation fusion)

@@ -30,6 +30,13 @@ function M.raises(message, fn, ...)
   end
 end
 
+--- The message of the error fn(...) raises (raising itself when fn returns).
+function M.error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected an error", 2) end
+  return tostring(err)
+end
+
 --- Raises (naming the path) at the first difference between two plain values or tables, compared deeply.
 function M.same(a, b, path)
   path = path or "value"

@@ -17,8 +17,8 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "kv_dtype", "weight_dtype", "attention", "experts", "router_skew", "loss", "fusion", "launch", "parallel", "description", "figures",
-  "report" }
+  "kv_dtype", "weight_dtype", "attention", "experts", "router_skew", "loss", "fusion", "launch", "parallel", "lora_rank", "lora_targets",
+  "description", "figures", "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 --- The model builders shipped in scripts/neusight/models/ (a config table's `arch`; --scripts DIR may add others).
 M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" } -- the bundled builders (for messages; a
@@ -284,6 +284,14 @@ local CHECK = {
       return ("must be a function(r) adding fields to the report (got %s)"):format(show(v))
     end
   end,
+  -- lora_rank: LoRA fine-tuning of rank R (mode "train"; scripts/neusight/lora.lua): the base model frozen, adapters
+  -- A (in → R) and B (R → out) on each targeted linear trained. lora_targets: the linears' module names (PEFT's
+  -- target_modules), a comma-separated string or a list; default q_proj … down_proj (lora.DEFAULT_TARGETS).
+  lora_rank = function(v)
+    if math.type(v) == "integer" and v >= 1 then return nil end
+    return ("must be a positive integer, the adapters' rank (got %s)"):format(show(v))
+  end,
+  lora_targets = function(v) return select(2, require("neusight.lora").targets(v)) end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
   -- (its fields are validated once, by neusight.parallel.normalize in M.normalize)
   parallel = function(v)
@@ -862,6 +870,19 @@ function M.normalize(spec, overrides, chunkname, text)
     fail_at("weight_dtype", "field 'weight_dtype' (weight-only quantisation) applies to inference, prefill and decode only: training with quantised weights is not modelled (mode is \"train\")")
   end
 
+  if w.lora_targets ~= nil and w.lora_rank == nil then
+    fail_at("lora_targets", "field 'lora_targets' needs 'lora_rank' (--lora-rank R): the LoRA adapters' rank")
+  end
+  if w.lora_rank ~= nil and w.mode ~= "train" then
+    fail_at("lora_rank", "field 'lora_rank' (LoRA fine-tuning) applies to mode \"train\" only (mode is %s): "
+      .. "inference with merged or unmerged adapters is not modelled", show(w.mode))
+  end
+  if w.lora_rank ~= nil and w.parallel ~= nil then
+    fail_at("lora_rank", "field 'lora_rank' (LoRA fine-tuning) with a parallel table is not modelled (the frozen "
+      .. "base's missing gradient all-reduce and sharding are not): forecast one GPU without 'parallel'")
+  end
+  if w.lora_targets ~= nil then w.lora_targets = require("neusight.lora").targets(w.lora_targets) end
+
   local given = { parallel = w.parallel, optimizer = w.optimizer, optimizer_impl = w.optimizer_impl }
   if w.parallel ~= nil then
     local ok, p = pcall(require("neusight.parallel").normalize, w.parallel)
@@ -894,7 +915,8 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   local storage_notes  -- a KV cache or weights "quantised" to the compute dtype: dropped, with a warning
   w.kv_dtype, w.weight_dtype, storage_notes = storage_kept(w.dtype, w.kv_dtype, w.weight_dtype)
-  if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
+  -- LoRA loads the base model in the compute dtype (HF torch_dtype): no fp32 master state to mix with, so "pure"
+  if w.precision == nil then w.precision = w.lora_rank and "pure" or precision.default(w.dtype, w.mode) end
   local problem = precision.check(w.precision, w.dtype)
   if problem then fail_at("precision", "field 'precision' %s", problem) end
   if w.optimizer_impl == nil and w.optimizer ~= "none" then w.optimizer_impl = M.optimizer_impl_default(w) end
@@ -1162,16 +1184,10 @@ end
 --- token reached) at `fp8_bytes`,
 --- the rest (embeddings, norms, the LM head: M.fp8_dtypes) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
 function M.w8a8_weights_per_param(nodes, fp8_bytes)
-  local quantised, all = 0, 0
-  for _, n in ipairs(nodes) do
-    local p = (n.params or 0) * (n.count or 1)
-    all = all + p
-    -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
-    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")
-        or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)) then
-      quantised = quantised + p
-    end
-  end
+  -- (a parameter-holding matmul in bf16 is one M.fp8_dtypes dequantised: its checkpoint weight is fp8)
+  local quantised, all = M.params_split(nodes, function(n)
+    return idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8") or (n.op == "matmul" and n.dtype == M.W8A8_KEPT)
+  end)
   if all == 0 then return fp8_bytes end
   return (quantised * fp8_bytes + (all - quantised) * K.dtype_bytes(M.W8A8_KEPT)) / all
 end
@@ -1200,13 +1216,24 @@ end
 
 --- The weights' bytes per parameter with weight-only quantisation: the quantised linears' parameters at
 --- `weight_bytes`, the rest (embeddings, norms, the LM head; biases counted with their linear) at `param_bytes`.
-local function weights_per_param(nodes, weight_bytes, param_bytes)
-  local quantised, all = 0, 0
+--- The parameters (params · count) of the nodes `pick(n)` accepts, and of all nodes: the one loop of the model state's
+--- per-parameter averages (weight-only and W8A8 quantisation here, LoRA's trainable share: neusight.lora state).
+---@return number picked
+---@return number all
+function M.params_split(nodes, pick)
+  local picked, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if type(n.attrs) == "table" and n.attrs.weight_bytes then quantised = quantised + p end
+    if p > 0 and pick(n) then picked = picked + p end
   end
+  return picked, all
+end
+
+local function weights_per_param(nodes, weight_bytes, param_bytes)
+  local quantised, all = M.params_split(nodes, function(n)
+    return type(n.attrs) == "table" and n.attrs.weight_bytes ~= nil
+  end)
   if all == 0 then return param_bytes end
   return (quantised * weight_bytes + (all - quantised) * param_bytes) / all
 end
@@ -1479,6 +1506,8 @@ end
 -- parameters, or shares another node's (attrs.tied: GPT-2's lm_head counts none of its own but adds its gradient into
 -- the buffer of the node it shares them with); the optimizer step adds none.
 local function adds_gradient(n)
+  -- LoRA's frozen base (neusight.lora; a raw read: a model function's attrs are checked later)
+  if type(n.attrs) == "table" and rawget(n.attrs, "frozen") then return false end
   return (n.params > 0 or (type(n.attrs) == "table" and n.attrs.tied ~= nil)) and n.phase ~= "optimizer"
 end
 
@@ -1694,6 +1723,15 @@ local function graph_of(w, gpu, notes)
                   router_skew = (opts.ep or 1) > 1 and builder.router_skew and moe_lib.router_skew(opts.router_skew, name)
                     or nil }
     end
+  end
+  if training and w.lora_rank then -- LoRA: the base frozen, adapters on the targeted linears (neusight.lora)
+    local autocast = false -- the builder ran the graph under torch.autocast: its GEMMs' fp32 weight casts
+    for _, n in ipairs(nodes) do
+      if type(n) == "table" and type(n.attrs) == "table" and n.attrs.autocast_weight then autocast = true break end
+    end
+    local ok, out, info = pcall(require("neusight.lora").apply, nodes, name, w.lora_rank, w.lora_targets, autocast)
+    if not ok then error(field_error(w, w.lora_targets and "lora_targets" or "lora_rank", tostring(out)), 0) end
+    nodes, opts.lora = out, info
   end
   fill_defaults(nodes, w)
   if training and w.precision == "amp" then nodes = M.autocast_loss(nodes) end
@@ -2015,8 +2053,12 @@ function M.build(spec, gpu, origin)
   -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
   -- training the optimizer step's tensor says so below, as it did.
   local stepped = training and w.optimizer ~= "none"
-  local P, P_float = 0, 0.0
-  for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
+  local P, P_float = 0, 0.0 -- the step's parameters: a LoRA graph's frozen base takes no step (neusight.lora)
+  for _, n in ipairs(nodes) do
+    if not (opts.lora and n.attrs.frozen) then P = P + n.params * n.count end -- (attrs read only under LoRA: a model
+    -- function's attrs are checked after this)
+    P_float = P_float + n.params * 1.0 * n.count
+  end
   if P_float >= K.MAX_ELEMENTS then
     -- the step's tensor holds every parameter: beyond 2^48 elements (a huge layer count) the integer sum would wrap
     -- (found by the hf_config fuzz target: a negative dimension from num_decoder_layers = 442949672968)
@@ -2043,6 +2085,17 @@ function M.build(spec, gpu, origin)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)
+  if opts.lora then
+    local lora = require("neusight.lora")
+    local _, trainable, all = lora.state(state, nodes)
+    warn("lora", ("LoRA rank %d on %s (%d linear nodes): %.4g M trainable parameters, %.3g %% of %.4g B; the base "
+      .. "model frozen (no weight gradients, accumulation or optimizer state), precision %s%s; lora_alpha and "
+      .. "dropout 0 cost nothing; QLoRA (4-bit base) is not modelled")
+      :format(w.lora_rank, table.concat(opts.lora.names, ","), opts.lora.linears, trainable / 1e6,
+        100 * trainable / all, all / 1e9, recipe.name, recipe.name == "pure"
+          and (" (the base loaded in %s, adapters too: PEFT's fp32 adapters are not modelled)"):format(w.dtype)
+          or " (an fp32 model under torch.autocast)"))
+  end
   -- fp8 (W8A8) inference keeps its embeddings, norms and LM head in bf16 (M.fp8_dtypes), as an FP8 checkpoint does,
   -- beside 1-byte linears (precision pure; amp keeps fp32 weights, which autocast casts)
   local w8a8 = not training and w.dtype == "fp8" and w.precision == "pure"
@@ -2073,6 +2126,9 @@ function M.build(spec, gpu, origin)
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
+           -- LoRA (neusight.lora): { rank, targets = "q_proj,…", trainable = the adapters' parameters }; nil otherwise
+           lora = opts.lora and { rank = w.lora_rank, targets = table.concat(opts.lora.names, ","),
+                                  trainable = opts.lora.trainable } or nil,
            max_positions = positions, model_warnings = M.model_warnings(w.model),
            -- under fusion: each fused node's members' forward kernels, unfused, by the fused node's name (neusight.fusion
            -- apply), which neusight.pipeline prices beside it (neusight.fusion cap); nil without fusion

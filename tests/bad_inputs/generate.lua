@@ -480,6 +480,18 @@ wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' 
 wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
 wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
 wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\" or an optimizer: \"sgd\", \"adam\", \"adamw\" or an op rule of yours")
+-- LoRA (scripts/neusight/lora.lua): its fields' errors name their line
+local function lora(fields) return 'return { gpu = "h100", mode = "train", batch = 1, seq = 128, model = "llama32_1b",\n  ' .. fields .. ' }\n' end
+case { kind = "workload", file = "workload/lora_rank_zero.lua", text = lora("lora_rank = 0"), args = RUN,
+       expect = "field 'lora_rank' must be a positive integer, the adapters' rank (got 0)", line = 2 }
+case { kind = "workload", file = "workload/lora_rank_fraction.lua", text = lora("lora_rank = 8.5"), args = RUN,
+       expect = "field 'lora_rank' must be a positive integer, the adapters' rank (got 8.5)", line = 2 }
+case { kind = "workload", file = "workload/lora_inference.lua", text = lora("lora_rank = 8, mode = \"inference\""):gsub('mode = "train", ', ''),
+       args = RUN, expect = "field 'lora_rank' (LoRA fine-tuning) applies to mode \"train\" only", line = 2 }
+case { kind = "workload", file = "workload/lora_target_unknown.lua", text = lora("lora_rank = 8, lora_targets = \"q,qkv\""),
+       args = RUN, expect = "lora_targets: \"qkv\" matches no linear of model 'llama32_1b'; its linear modules: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", line = 2 }
+case { kind = "workload", file = "workload/lora_targets_empty.lua", text = lora("lora_rank = 8, lora_targets = \"q,,v\""),
+       args = RUN, expect = "field 'lora_targets' must name linear modules", line = 2 }
 local function wt(name, text, expect, line)
   case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }
 end
