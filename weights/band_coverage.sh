@@ -106,7 +106,7 @@ if not gpus:
     sys.exit("band_coverage.sh: no fold with labels and a nested table")
 PY
 done
-empty=$(cat "$tmp"/*/skipped 2>/dev/null | wc -l)
+empty=$(find "$tmp" -name skipped -exec cat {} + | wc -l)  # folds eval models scored no label of
 if [ $((skipped + empty)) -gt 0 ]; then
   n=$((skipped + empty))
   echo "band_coverage.sh: skipped $n fold$([ $n = 1 ] || echo s): $skipped without a nested table or labels, $empty" \
