@@ -29,20 +29,35 @@ done
 exe=${NEUSIGHT:-build/neusight}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+skipped=0  # folds not scored, each named on stderr; counted at the end
 for i in "${!works[@]}"; do
 work=${works[$i]}
 mkdir -p "$tmp/$i"
 for fold in "$work"/folds/*/; do
-  g=$(basename "$fold")
-  [ -f "$fold/nvidia/uncertainty.toml" ] && [ -d "$labels/$g" ] || continue
+  fold=${fold%/} g=$(basename "$fold")
+  if [ ! -f "$fold/nvidia/uncertainty.toml" ]; then
+    echo "band_coverage.sh: skipped fold $g: no $fold/nvidia/uncertainty.toml" >&2
+    skipped=$((skipped + 1)); continue
+  fi
+  if [ ! -d "$labels/$g" ]; then
+    echo "band_coverage.sh: skipped fold $g: no labels $labels/$g" >&2
+    skipped=$((skipped + 1)); continue
+  fi
   if grep -q '^spread' "$fold/nvidia/uncertainty.toml"; then
     echo "band_coverage.sh: $fold/nvidia/uncertainty.toml has a spread: the fit needs the raw nested tables" >&2
     exit 2
   fi
-  "$exe" eval models "$labels/$g" --weights "$fold" --calibrate-each --format json 2>/dev/null > "$tmp/$i/$g.json"
+  # its warnings kept out of the way; an error is said with them (set -e would stop here without a word)
+  if ! "$exe" eval models "$labels/$g" --weights "$fold" --calibrate-each --format json 2> "$tmp/$i/$g.err" \
+      > "$tmp/$i/$g.json"; then
+    echo "band_coverage.sh: eval models $labels/$g --weights $fold failed:" >&2
+    cat "$tmp/$i/$g.err" >&2
+    exit 1
+  fi
+  rm -f "$tmp/$i/$g.err"
 done
 [ ${#works[@]} -gt 1 ] && echo "$work:"
-python3 - "$tmp/$i" <<'PY'
+python3 - "$tmp/$i" "$work" <<'PY'
 import json, os, sys
 tot = dict(n=0, inb=0, below=0, above=0, ape=0.0, width=0.0)
 cal = {"calibrated": [0, 0.0, 0.0], "calibrated_same_model": [0, 0.0, 0.0]}
@@ -53,10 +68,14 @@ gpus = []  # the folds scored
 
 def cell(c):
     return f'{c["pairs"]:5d} {c["mean_before"]:8.2f} {c["mean_after"]:8.2f}  '
-for f in sorted(os.listdir(sys.argv[1])):
+for f in sorted(x for x in os.listdir(sys.argv[1]) if x.endswith(".json")):
     j = json.load(open(os.path.join(sys.argv[1], f)))
     rows = j["rows"]
     if not rows:
+        print(f"band_coverage.sh: skipped fold {f[:-len('.json')]} of {sys.argv[2]}: eval models scored no label",
+              file=sys.stderr)
+        with open(os.path.join(sys.argv[1], "skipped"), "a") as out:
+            out.write(f[:-len(".json")] + "\n")
         continue
     s = j["summary"][0]
     n = len(rows)
@@ -87,5 +106,11 @@ if not gpus:
     sys.exit("band_coverage.sh: no fold with labels and a nested table")
 PY
 done
+empty=$(find "$tmp" -name skipped -exec cat {} + | wc -l)  # folds eval models scored no label of
+if [ $((skipped + empty)) -gt 0 ]; then
+  n=$((skipped + empty))
+  echo "band_coverage.sh: skipped $n fold$([ $n = 1 ] || echo s): $skipped without a nested table or labels, $empty" \
+    "with no row" >&2
+fi
 echo
 python3 weights/band_spread.py "$tmp"/*/*.json $([ "$write" = 1 ] && echo --write)

@@ -178,7 +178,7 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
     emit(j.dump(2) + "\n", f.output);
     return 0;
   }
-  std::string out = r.layers > 0 ? fmt::format("trace     {}  ({}, {} layers)\n", f.trace, r.mode, r.layers)
+  std::string out = r.layers > 0 ? fmt::format("trace     {}  ({}, {})\n", f.trace, r.mode, text_count(size_t(r.layers), "layer"))
                                  : fmt::format("trace     {}  ({})\n", f.trace, r.mode);
   out += fmt::format("scaled    {} → {}{}\n", from.name, to.name,
                      f.predictor == "neusight" ? "" : " (ratios of the " + f.predictor + " predictor)");
@@ -207,8 +207,8 @@ int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu
   {
     std::string line;
     for (const auto& [rule, n] : by_rule)
-      line += fmt::format("{}{} {:.1f} % ({} ops)", line.empty() ? "" : ", ", rule,
-                          origin > 0 ? 100 * n.second * per_step / origin : 0.0, n.first);
+      line += fmt::format("{}{} {:.1f} % ({})", line.empty() ? "" : ", ", rule,
+                          origin > 0 ? 100 * n.second * per_step / origin : 0.0, text_count(size_t(n.first), "op"));
     out += "rules          " + line + "  (share of the origin's time each moved)\n";
   }
   out += fmt::format("forward        {:>12.3f} ms\nbackward       {:>12.3f} ms\noptimizer      {:>12.3f} ms\n", ph_total[0],
@@ -244,8 +244,9 @@ void scale_label_origin(scale_report& rep, const std::string& trace, int64_t lay
   }
   const label_times l = label_read(file);
   if (l.num_layer != layers) {
-    rep.warnings.push_back(fmt::format("{}: measured with {} layers, the trace is scaled with {}: its end-to-end time "
-                                       "does not apply, and {}", file, l.num_layer, layers, per_op));
+    rep.warnings.push_back(fmt::format("{}: measured with {}, the trace is scaled with {}: its end-to-end time "
+                                       "does not apply, and {}", file, text_count(size_t(l.num_layer), "layer"), layers,
+                                       per_op));
     return;
   }
   double ops_origin = 0, ops_latency = 0, by[2] = {0, 0};
@@ -475,43 +476,50 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     rep.rows.push_back(std::move(row));
   }
   for (const auto& [kind, n] : fallback)
-    rep.warnings.push_back(fmt::format("{} '{}' ops routed to the ratio had missing or unsupported input shapes or element types: "
-                                       "wave-scaled instead", n, kind));
-  if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
+    rep.warnings.push_back(fmt::format("{} '{}' {} routed to the ratio had missing or unsupported input shapes or element types: "
+                                       "wave-scaled instead", n, kind, n == 1 ? "op" : "ops"));
+  if (skipped) rep.warnings.push_back(fmt::format("skipped {} without kernels or a measured time", text_count(skipped, "op")));
   // GPU time no op carries: said with its time (JSON not_scaled), never dropped from the totals unsaid
   const std::string per = tr.steps > 1 ? " per step" : "";
   const double steps = double(tr.steps);
   for (const auto& [what, u] : unpriced) {
     const auto& [n, ms, first] = u;
-    rep.warnings.push_back(fmt::format("{}: {} wave-scaled ops ({:.4f} ms{}, e.g. '{}') launched {}: wave scaling moves "
-                                       "them by the memory bandwidth ratio (or keeps them under one wave), which does "
-                                       "not price them",
-                                       f.trace, n, ms / steps, per, first, what));
+    rep.warnings.push_back(fmt::format("{}: {} ({:.4f} ms{}, e.g. '{}') launched {}: wave scaling moves {} by the "
+                                       "memory bandwidth ratio (or keeps {} under one wave), which does not price {}",
+                                       f.trace, text_count(n, "wave-scaled op"), ms / steps, per, first, what,
+                                       n == 1 ? "it" : "them", n == 1 ? "it" : "them", n == 1 ? "it" : "them"));
   }
   if (!tr.unattributed.empty()) {
     rep.unattributed = tr.unattributed.size();
     for (const auto& k : tr.unattributed) rep.unattributed_ms += k.duration_ns / 1e6;
-    rep.warnings.push_back(fmt::format("{}: {} kernels launched by no op ({:.4f} ms{}: collectives, CUDA-graph "
-                                       "replays, kernels outside the profiled ops) were not scaled and are not in "
-                                       "origin_ms or latency_ms", f.trace, rep.unattributed, rep.unattributed_ms / steps, per));
+    rep.warnings.push_back(fmt::format("{}: {} launched by no op ({:.4f} ms{}: collectives, CUDA-graph "
+                                       "replays, kernels outside the profiled ops) {} not scaled and {} not in "
+                                       "origin_ms or latency_ms", f.trace, text_count(rep.unattributed, "kernel"),
+                                       rep.unattributed_ms / steps, per, rep.unattributed == 1 ? "was" : "were",
+                                       rep.unattributed == 1 ? "is" : "are"));
   }
   if (tr.outside_steps_ops)
-    rep.warnings.push_back(fmt::format("{}: {} ops with kernels ({:.4f} ms) start outside every ProfilerStep# range (a "
+    rep.warnings.push_back(fmt::format("{}: {} with kernels ({:.4f} ms) {} outside every ProfilerStep# range (a "
                                        "warm-up or an iteration the profiler did not mark, work before the first step()): "
-                                       "they are in the totals, which count {} step{}", f.trace, tr.outside_steps_ops,
-                                       tr.outside_steps_ms, tr.steps, tr.steps > 1 ? "s" : ""));
+                                       "{} in the totals, which count {}", f.trace, text_count(tr.outside_steps_ops, "op"),
+                                       tr.outside_steps_ms, tr.outside_steps_ops == 1 ? "starts" : "start",
+                                       tr.outside_steps_ops == 1 ? "it is" : "they are",
+                                       text_count(size_t(tr.steps), "step")));
   if (tr.copy_events) {
     rep.copies = tr.copy_events, rep.copies_ms = tr.copy_ms;
-    rep.warnings.push_back(fmt::format("{}: {} memory copies and sets (gpu_memcpy, gpu_memset: {:.4f} ms{}) are no "
-                                       "kernels: not scaled and not in origin_ms or latency_ms (idle_ms counts them)",
-                                       f.trace, rep.copies, rep.copies_ms / steps, per));
+    rep.warnings.push_back(fmt::format("{}: {} (gpu_memcpy, gpu_memset: {:.4f} ms{}) {}: not scaled and not in "
+                                       "origin_ms or latency_ms (idle_ms counts {})",
+                                       f.trace, text_count(rep.copies, "memory copy or set", "memory copies and sets"),
+                                       rep.copies_ms / steps, per, rep.copies == 1 ? "is no kernel" : "are no kernels",
+                                       rep.copies == 1 ? "it" : "them"));
   }
   rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms, rep.busy_ms = tr.gpu_busy_ms, rep.step_ms = tr.step_ms;
   rep.steps = tr.steps, rep.steps_source = tr.steps_source;
   if (!tr.steps_note.empty()) rep.warnings.push_back(tr.steps_note);
   if (tr.zero_duration_kernels)
-    rep.warnings.push_back(fmt::format("{}: {} kernels have '{}' 0 and count 0 ms on both GPUs", f.trace,
-                                       tr.zero_duration_kernels,
+    rep.warnings.push_back(fmt::format("{}: {} '{}' 0 and count 0 ms on both GPUs", f.trace,
+                                       text_count(tr.zero_duration_kernels, "kernel") +
+                                           (tr.zero_duration_kernels == 1 ? " has" : " have"),
                                        tr.format == trace_format::wavescale ? "duration_ns" : "dur"));
   if (tr.gpu_busy_ms) {
     // Kernels of one stream run one after another; on several streams they may run at once, and the sum of their times
@@ -768,7 +776,7 @@ int scale_main(const scale_flags& f) {
     row.pred_to_ms = items[i]["to_ms"].get<double>() * count;
     rep.rows.push_back(std::move(row));
   }
-  for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
+  for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {}: {}", text_count(n, "row"), why));
   scale_label_origin(rep, f.trace, layers, training);
   return scale_emit(s, f, from, to, rep);
 }

@@ -14,6 +14,12 @@
 
 namespace ns {
 
+std::string text_count(size_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n) + ' ';
+  if (n == 1) return out.append(one);
+  return many.empty() ? out.append(one) + 's' : out.append(many);
+}
+
 std::string text_limit(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", x);

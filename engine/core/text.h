@@ -38,6 +38,10 @@ std::string text_or_list(const std::vector<std::string>& names, std::string_view
 // " (did you mean 'x'?)" or "" when nothing is close.
 std::string text_did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// "1 op", "3 ops": a count with its noun, singular for one (`many` defaults to `one` + "s"). The one way messages
+// write a count that can be 1.
+std::string text_count(size_t n, std::string_view one, std::string_view many = {});
+
 // A limit as the messages print it: %g, its exponent without '+' or leading zeros, as the code writes the limits
 // ("1e6", "1e-9", "2.5e-7", "25"; %g alone gives "1e+06"). The one form of the time limits (core/time_limits.cpp)
 // and the cluster limits (core/cluster_spec.cpp; scripts/neusight/topology.lua as require("neusight").limit_text).

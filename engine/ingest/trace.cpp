@@ -526,15 +526,15 @@ static void chrome_steps(const json* meta, const std::string& where, size_t prof
   }
   std::vector<std::pair<int64_t, std::string>> counts;  // in order of precedence
   if (from_meta) counts.push_back({*from_meta, fmt::format("{} says steps = {}", where, *from_meta)});
-  if (profiler_steps) counts.push_back({int64_t(profiler_steps), fmt::format("{} ProfilerStep# ranges", profiler_steps)});
-  if (optimizer_steps) counts.push_back({int64_t(optimizer_steps), fmt::format("{} Optimizer.step calls", optimizer_steps)});
+  if (profiler_steps) counts.push_back({int64_t(profiler_steps), text_count(profiler_steps, "ProfilerStep# range")});
+  if (optimizer_steps) counts.push_back({int64_t(optimizer_steps), text_count(optimizer_steps, "Optimizer.step call")});
   if (counts.empty()) return;
   tr.steps = counts.front().first;
   if (tr.steps > 1 || from_meta) tr.steps_source = counts.front().second;
   for (size_t i = 1; i < counts.size(); ++i)
     if (counts[i].first != tr.steps) {
-      tr.steps_note = fmt::format("{}: {}, but it holds {}: taken as {} steps", tr.source, counts.front().second,
-                                  counts[i].second, tr.steps);
+      tr.steps_note = fmt::format("{}: {}, but it holds {}: taken as {}", tr.source, counts.front().second,
+                                  counts[i].second, text_count(size_t(tr.steps), "step"));
       break;
     }
 }

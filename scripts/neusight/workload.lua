@@ -565,6 +565,12 @@ local function ignored_fields(w, given)
     note("virtual_stages", true, why .. "; drop it")
   end
   if raw.cluster ~= nil and gpus == 1 then
+    -- a named cluster file is read all the same, as a parallel run's plan reads it (neusight.parallel.layout plan):
+    -- one that is not there is an error ("<path>: no such file") whatever the layout, not only a run it has no effect on
+    if type(raw.cluster) == "string" then
+      local ok, ns = pcall(require, "neusight")
+      if ok and type(ns) == "table" and ns.cluster_file then ns.cluster_file(raw.cluster) end
+    end
     note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")
   end
   if raw.sequence_parallel == true and p.tp == 1 then

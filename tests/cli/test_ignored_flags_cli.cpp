@@ -80,6 +80,25 @@ TEST_CASE("ignored flags: each parallel-only flag on one GPU warns by its key an
 
 // tester9 #3: --kernels megatron on one GPU was refused as having no effect unless microbatches or recomputation came
 // with it; it is a one-device plan running Megatron-LM's kernels, in every mode.
+// A --cluster file that is not there is an error on one GPU too (the file is read all the same), not only the note
+// that the flag has no effect there: as a parallel run refuses it, whatever the layout (leftovers14).
+TEST_CASE("ignored flags: a missing --cluster file is an error on one GPU as on several", "[cli][ignored_flags]") {
+  temp_dir t;
+  const std::string missing = (t.path / "missing.toml").string();
+  for (const std::string layout : {"", "--dp 2 "}) {
+    INFO(layout);
+    const auto r = run_cli(kPredict + "--mode train --batch 2 " + layout + "--cluster '" + missing + "'");
+    CHECK(r.code == 1);
+    CHECK(r.err.find(missing + ": no such file") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  // a search whose every layout is one GPU reads it too
+  const auto s = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --seq 256 --predictor roofline --gpus 1 "
+                         "--batch 4 --cluster '" + missing + "'");
+  CHECK(s.code == 1);
+  CHECK(s.err.find(missing + ": no such file") != std::string::npos);
+}
+
 TEST_CASE("ignored flags: --kernels megatron on one GPU runs Megatron's kernels in every mode", "[cli][ignored_flags]") {
   for (const std::string mode : {"--mode train", "--mode inference", "--mode prefill", "--mode decode --context 256"}) {
     INFO(mode);

@@ -804,7 +804,7 @@ TEST_CASE("scale: overlapping kernels and zero durations are warned about", "[cl
   const json plain = scale_trace(chrome, "--from v100 --to v100");
   CHECK(plain["warnings"].dump().find("overlap") == std::string::npos);
   const std::string zero = tiny_edit(t, "zero.json", {{R"("ts": 85, "dur": 1.0)", R"("ts": 85, "dur": 0)"}});
-  CHECK(scale_trace(zero, "--from v100 --to v100")["warnings"].dump().find("zero.json: 1 kernels have 'dur' 0 and "
+  CHECK(scale_trace(zero, "--from v100 --to v100")["warnings"].dump().find("zero.json: 1 kernel has 'dur' 0 and "
                                                                           "count 0 ms on both GPUs") != std::string::npos);
 }
 
@@ -884,7 +884,8 @@ TEST_CASE("scale: memory copies and kernels no op launched are reported with the
   const std::string w = j["warnings"].dump();
   CHECK(w.find("copy.json: 2 memory copies and sets (gpu_memcpy, gpu_memset: 0.0050 ms) are no kernels: not scaled "
                "and not in origin_ms or latency_ms") != std::string::npos);
-  CHECK(w.find("copy.json: 1 kernels launched by no op (0.0050 ms: collectives") != std::string::npos);
+  CHECK(w.find("copy.json: 1 kernel launched by no op (0.0050 ms: collectives") != std::string::npos);
+  CHECK(w.find("kernels outside the profiled ops) was not scaled and is not in origin_ms") != std::string::npos);
   const json llama = scale_trace("tests/fixtures/traces/hf/llama-bf16-train.json", "--to h200");
   CHECK(llama["not_scaled"]["copies"] == 22);
   CHECK(double(llama["not_scaled"]["copies_ms"]) > 0);
@@ -899,8 +900,10 @@ TEST_CASE("scale: collective and attention kernels the wave rule moves are warne
   const json n = scale_trace(nccl, "--from v100 --to h100");
   const std::string wn = n["warnings"].dump();
   INFO(wn);
-  CHECK(wn.find("nccl.json: 1 wave-scaled ops (0.0010 ms, e.g. 'record_param_comms') launched collective (NCCL) "
+  CHECK(wn.find("nccl.json: 1 wave-scaled op (0.0010 ms, e.g. 'record_param_comms') launched collective (NCCL) "
                 "kernels") != std::string::npos);
+  CHECK(wn.find("speed: wave scaling moves it by the memory bandwidth ratio (or keeps it under one wave), which does "
+                "not price it") != std::string::npos);
   const std::string flash = tiny_edit(t, "flash.json", {{"\"aten::add\"", "\"flash_attn::_flash_attn_forward\""},
                                                         {"\"elementwise_add\"", "\"flash_fwd_kernel\""}});
   const std::string wf = scale_trace(flash, "--from v100 --to h100")["warnings"].dump();
@@ -910,9 +913,9 @@ TEST_CASE("scale: collective and attention kernels the wave rule moves are warne
   for (const char* f : {"gpt2-fp32-train", "llama-bf16-train", "mixtral-bf16-inference"}) {
     INFO(f);
     const std::string w = scale_trace(std::string("tests/fixtures/traces/hf/") + f + ".json", "--to h100")["warnings"].dump();
-    CHECK(w.find("wave-scaled ops") == std::string::npos);
+    CHECK(w.find("wave-scaled op") == std::string::npos);
   }
-  CHECK(scale_trace(chrome, "--from v100 --to h100")["warnings"].dump().find("wave-scaled ops") == std::string::npos);
+  CHECK(scale_trace(chrome, "--from v100 --to h100")["warnings"].dump().find("wave-scaled op") == std::string::npos);
 }
 
 // Which rule moved which share of the origin's time: JSON `rules` (ops, origin_ms, share per method) and the table's
@@ -998,8 +1001,8 @@ TEST_CASE("scale: ops outside every ProfilerStep range are warned of", "[cli][sc
   const std::string cut = tiny_edit(t, "cut.json", {{R"("name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000)",
                                                      R"("name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100)"}});
   const std::string w = scale_trace(cut, "--from v100 --to v100")["warnings"].dump();
-  CHECK(w.find("cut.json: 1 ops with kernels (0.0030 ms) start outside every ProfilerStep# range") != std::string::npos);
-  CHECK(w.find("they are in the totals, which count 1 step") != std::string::npos);
+  CHECK(w.find("cut.json: 1 op with kernels (0.0030 ms) starts outside every ProfilerStep# range") != std::string::npos);
+  CHECK(w.find("it is in the totals, which count 1 step") != std::string::npos);
   CHECK(scale_trace(chrome, "--from v100 --to v100")["warnings"].dump().find("ProfilerStep# range") == std::string::npos);
 }
 

@@ -160,7 +160,7 @@ TEST_CASE("forecast model FLOPs apply a node's model_flops_share to its forward 
 // tp is a multiple of num_key_value_heads is split in its query heads and replicated in its key/value head
 // (scripts/neusight/nodes.lua qkv: Llama-3-8B at tp 16 runs 2 + 2 heads per rank, 48 in the model: 16 · 4 / 48 = 4 / 3
 // copies); model_flops_shards (expert-parallel ranks) and model_flops_weight_copies stay whole numbers.
-TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole model_flops_shards", "[forecast]") {
+TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole model_flops_shards and model_flops_weight_copies", "[forecast]") {
   graph g;
   g.nodes.resize(1);
   g.nodes[0].name = "layers.self_attn.qkv_proj", g.nodes[0].count = 32;
