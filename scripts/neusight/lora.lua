@@ -70,8 +70,8 @@ end
 
 --- Rewrites `nodes` (a training graph of model `model`, before fill_defaults) for LoRA of rank `rank` on linears whose
 --- module is one of `targets` (nil: M.DEFAULT_TARGETS, those the model has). `autocast`: the graph runs under
---- torch.autocast. Returns the new node list and { linears = n targeted, trainable = adapter parameters (× count),
---- names = the targeted modules }. Errors (plain text; the caller says where): a target no linear of the model has,
+--- torch.autocast. Returns the new node list and { linears = n targeted, names = the targeted modules } (the adapters'
+--- parameters: M.state's trainable). Errors (plain text; the caller says where): a target no linear of the model has,
 --- naming the model's linear modules; a parameter-holding op it cannot freeze.
 function M.apply(nodes, model, rank, targets, autocast)
   local linears, seen, addmm = {}, {}, {}
@@ -106,7 +106,7 @@ function M.apply(nodes, model, rank, targets, autocast)
       .. "(workload field lora_targets) from its linear modules: %s"):format(concat(M.DEFAULT_TARGETS, ","),
       tostring(model), modules()), 0)
   end
-  local out, info = {}, { linears = 0, trainable = 0, names = {} }
+  local out, info = {}, { linears = 0, names = {} }
   local group_saved = false -- the current group of linears reading one saved input has an adapter saving it
   for _, n in ipairs(nodes) do
     local attrs = n.attrs or {}
@@ -146,7 +146,6 @@ function M.apply(nodes, model, rank, targets, autocast)
         add("add", ".lora_add", { copy_shape(n.output), copy_shape(n.output) }, copy_shape(n.output), 0,
           { note = "LoRA: base(x) + scaled adapter" })
         info.linears = info.linears + 1
-        info.trainable = info.trainable + (I + O) * rank * (n.count or 1)
       end
     end
   end

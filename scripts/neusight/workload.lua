@@ -2094,6 +2094,7 @@ function M.build(spec, gpu, origin)
   if opts.lora then
     local lora = require("neusight.lora")
     local _, trainable, all = lora.state(state, nodes)
+    opts.lora.trainable = trainable -- the adapters' parameters (× count): the one count, for the warning and JSON
     warn("lora", ("LoRA rank %d on %s (%d linear nodes): %.4g M trainable parameters, %.3g %% of %.4g B; the base "
       .. "model frozen (no weight gradients, accumulation or optimizer state), precision %s%s; lora_alpha and "
       .. "dropout 0 cost nothing; QLoRA (4-bit base) is not modelled")
